@@ -1,0 +1,853 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IStakeManager} from "./interfaces/IStakeManager.sol";
+import {ITaskMarket} from "./interfaces/ITaskMarket.sol";
+
+/// @title TaskMarket
+/// @notice Crucible's task lifecycle. See {ITaskMarket} and docs/contracts.md.
+contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
+    using SafeERC20 for IERC20;
+    using SafeCast for uint256;
+
+    uint256 private constant _PPM = 1_000_000;
+    uint256 private constant _BPS = 10_000;
+    uint256 private constant _MAX_COMMITTEE = 16;
+    /// @dev Up to this many validators, draws shuffle the whole candidate list (gas grows with it);
+    ///      above it, rejection sampling keeps a draw's cost independent of the validator count.
+    uint256 private constant _SHUFFLE_LIMIT = 64;
+
+    /// @notice The bounty token, the same as the stake token.
+    IERC20 public immutable token;
+    /// @notice Where operators' stake is held, locked and slashed.
+    IStakeManager public immutable stakeManager;
+
+    uint256 private _taskCount;
+    uint256 private _totalCredits;
+    mapping(uint256 taskId => Task) private _tasks;
+    mapping(uint256 taskId => mapping(uint256 round => Round)) private _rounds;
+    mapping(uint256 submissionId => Submission) private _submissions;
+    mapping(uint256 submissionId => Dispute) private _disputes;
+    mapping(uint256 taskId => address[]) private _validators;
+    /// @dev A validator's index in `_validators[taskId]` plus one; zero when not joined (or left).
+    mapping(uint256 taskId => mapping(address validator => uint256)) private _validatorSlot;
+    mapping(bytes32 proposalKey => uint256) private _proposalVotes;
+    mapping(bytes32 voterKey => bool) private _proposalVoted;
+    mapping(address account => uint256) private _credits;
+
+    /// @param bountyToken The ERC-20 for bounties (and stake).
+    /// @param stakes The StakeManager; it must hold `bountyToken` and be bound to this market.
+    constructor(IERC20 bountyToken, IStakeManager stakes) {
+        token = bountyToken;
+        stakeManager = stakes;
+    }
+
+    // ---------------------------------------------------------------- tasks
+
+    /// @inheritdoc ITaskMarket
+    function createTask(TaskParams calldata params, string calldata modelCid, string calldata envCid)
+        external
+        nonReentrant
+        returns (uint256 taskId)
+    {
+        if (bytes(modelCid).length == 0 || bytes(envCid).length == 0) revert MarketEmptyCid();
+        _checkParams(params);
+        taskId = ++_taskCount;
+        Task storage task = _tasks[taskId];
+        task.creator = msg.sender;
+        task.rounds = params.rounds;
+        task.validatorsPerCheck = params.validatorsPerCheck;
+        task.sampleRatePpm = uint24(params.sampleRatePpm);
+        task.validatorFeeBps = params.validatorFeeBps;
+        task.finderShareBps = params.finderShareBps;
+        task.bounty = params.bounty;
+        task.maxWorkUnits = params.maxWorkUnits;
+        task.slashAmount = params.slashAmount;
+        task.submitWindow = params.submitWindow;
+        task.validateWindow = params.validateWindow;
+        task.minTrainerStake = params.minTrainerStake;
+        task.minValidatorStake = params.minValidatorStake;
+        task.challengeWindow = params.challengeWindow;
+        task.disputeBond = params.disputeBond;
+        task.validatorSlash = params.validatorSlash;
+        emit TaskCreated(taskId, msg.sender, params, modelCid, envCid);
+        _openRound(taskId, 0, keccak256(bytes(modelCid)));
+        token.safeTransferFrom(msg.sender, address(this), params.bounty);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function joinTask(uint256 taskId) external {
+        Task storage task = _existingTask(taskId);
+        if (task.ended) revert MarketTaskEnded(taskId);
+        if (_validatorSlot[taskId][msg.sender] != 0) revert MarketAlreadyJoined(taskId, msg.sender);
+        address[] storage validators = _validators[taskId];
+        validators.push(msg.sender);
+        _validatorSlot[taskId][msg.sender] = validators.length;
+        emit ValidatorJoined(taskId, msg.sender, validators.length - 1);
+        stakeManager.lock(msg.sender, IStakeManager.Role.Validator, task.minValidatorStake);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function leaveTask(uint256 taskId) external {
+        Task storage task = _existingTask(taskId);
+        if (!task.ended) revert MarketTaskNotEnded(taskId);
+        if (_validatorSlot[taskId][msg.sender] == 0) revert MarketNotJoined(taskId, msg.sender);
+        _validatorSlot[taskId][msg.sender] = 0;
+        emit ValidatorLeft(taskId, msg.sender);
+        stakeManager.unlock(msg.sender, task.minValidatorStake);
+    }
+
+    // ---------------------------------------------------------------- work
+
+    /// @inheritdoc ITaskMarket
+    function submitWork(
+        uint256 taskId,
+        uint256 round,
+        string calldata rolloutCid,
+        string calldata updateCid,
+        uint64 workUnits,
+        bytes32 proofsDigest
+    ) external returns (uint256 submissionId) {
+        Task storage task = _existingTask(taskId);
+        if (task.ended) revert MarketTaskEnded(taskId);
+        if (round != task.currentRound) revert MarketWrongRound(taskId, round, task.currentRound);
+        Round storage rd = _rounds[taskId][round];
+        uint256 submitDeadline = uint256(rd.openedAt) + task.submitWindow;
+        if (block.timestamp >= submitDeadline) revert MarketOutsideWindow(block.timestamp, rd.openedAt, submitDeadline);
+        if (workUnits == 0 || workUnits > task.maxWorkUnits) {
+            revert MarketWorkUnitsOutOfRange(workUnits, task.maxWorkUnits);
+        }
+        if (bytes(rolloutCid).length == 0 || bytes(updateCid).length == 0) revert MarketEmptyCid();
+        submissionId = _submissionId(taskId, round, msg.sender);
+        Submission storage sub = _submissions[submissionId];
+        if (sub.workUnits != 0) revert MarketDuplicateSubmission(submissionId);
+        sub.workUnits = workUnits;
+        rd.submissionCount += 1;
+        rd.includedUnits += workUnits;
+        _emitWorkSubmitted(taskId, round, submissionId, rolloutCid, updateCid, workUnits, proofsDigest);
+        stakeManager.lock(msg.sender, IStakeManager.Role.Trainer, task.minTrainerStake);
+    }
+
+    /// @dev Split out of {submitWork} to keep its stack shallow.
+    function _emitWorkSubmitted(
+        uint256 taskId,
+        uint256 round,
+        uint256 submissionId,
+        string calldata rolloutCid,
+        string calldata updateCid,
+        uint64 workUnits,
+        bytes32 proofsDigest
+    ) private {
+        bytes32 commitment = _commitment(taskId, round, msg.sender, proofsDigest);
+        emit WorkSubmitted(taskId, round, msg.sender, submissionId, rolloutCid, updateCid, workUnits, commitment);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function fixCheckSeed(uint256 taskId) external {
+        Task storage task = _existingTask(taskId);
+        Round storage rd = _rounds[taskId][task.currentRound];
+        uint256 submitDeadline = uint256(rd.openedAt) + task.submitWindow;
+        if (block.timestamp < submitDeadline) revert MarketOutsideWindow(block.timestamp, submitDeadline, type(uint256).max);
+        _ensureCheckSeed(taskId, task.currentRound, rd);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function attest(uint256 submissionId, bool valid, string calldata evidenceCid) external {
+        (uint256 taskId, uint256 round,) = _decode(submissionId);
+        Submission storage sub = _existingSubmission(submissionId);
+        Task storage task = _tasks[taskId];
+        Round storage rd = _rounds[taskId][round];
+        uint256 submitDeadline = uint256(rd.openedAt) + task.submitWindow;
+        uint256 validateDeadline = submitDeadline + task.validateWindow;
+        if (block.timestamp < submitDeadline || block.timestamp >= validateDeadline) {
+            revert MarketOutsideWindow(block.timestamp, submitDeadline, validateDeadline);
+        }
+        bytes32 seed = _ensureCheckSeed(taskId, round, rd);
+        if (!_sampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
+        uint256[] memory assigned = _assignedIndices(seed, submissionId, rd.validatorCount, task.validatorsPerCheck);
+        uint256 bit = _slotBit(assigned, _validatorSlot[taskId][msg.sender]);
+        if (bit == 0) revert MarketNotAssigned(submissionId, msg.sender);
+        if (sub.votedMask & bit != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
+        sub.votedMask |= uint16(bit);
+        rd.attestCount += 1;
+        emit Attested(submissionId, msg.sender, valid, evidenceCid);
+        if (!valid) {
+            sub.invalidMask |= uint16(bit);
+            if (!sub.rejected && 2 * _popcount(sub.invalidMask) > assigned.length) {
+                sub.rejected = true;
+                rd.includedUnits -= sub.workUnits;
+                emit SubmissionRejected(submissionId);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- disputes
+
+    /// @inheritdoc ITaskMarket
+    function dispute(uint256 submissionId) external nonReentrant {
+        (uint256 taskId, uint256 round, address trainer) = _decode(submissionId);
+        Submission storage sub = _existingSubmission(submissionId);
+        Task storage task = _tasks[taskId];
+        Round storage rd = _rounds[taskId][round];
+        (, uint256 validateDeadline, uint256 challengeDeadline) = _deadlines(task, rd);
+        if (block.timestamp < validateDeadline || block.timestamp >= challengeDeadline) {
+            revert MarketOutsideWindow(block.timestamp, validateDeadline, challengeDeadline);
+        }
+        if (sub.disputed) revert MarketAlreadyDisputed(submissionId);
+        // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
+        if (sub.rejected != (msg.sender == trainer)) revert MarketDisputeSide(submissionId, msg.sender);
+        bytes32 seed = _ensureCheckSeed(taskId, round, rd);
+        uint256 assignedCount = _sampled(seed, submissionId, task.sampleRatePpm)
+            ? _min(task.validatorsPerCheck, rd.validatorCount)
+            : 0;
+        if (_min(task.validatorsPerCheck, rd.validatorCount - assignedCount) == 0) revert MarketNoCommittee(submissionId);
+        sub.disputed = true;
+        Dispute storage d = _disputes[submissionId];
+        d.disputer = msg.sender;
+        d.bond = task.disputeBond;
+        d.filedBlock = uint64(block.number);
+        d.deadline = uint64(block.timestamp + task.challengeWindow);
+        d.claimValid = sub.rejected;
+        d.open = true;
+        rd.openDisputes += 1;
+        emit Disputed(submissionId, msg.sender, d.claimValid, d.bond, d.deadline);
+        token.safeTransferFrom(msg.sender, address(this), task.disputeBond);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function voteDispute(uint256 submissionId, bool valid, string calldata evidenceCid) external {
+        Dispute storage d = _disputes[submissionId];
+        if (!d.open) revert MarketDisputeNotOpen(submissionId);
+        if (block.timestamp >= d.deadline) revert MarketOutsideWindow(block.timestamp, 0, d.deadline);
+        if (d.seed == 0) {
+            // The committee comes from the hash of the block that included the dispute: it did not
+            // exist when the disputer sent it.
+            if (block.number <= d.filedBlock) revert MarketNoCommittee(submissionId);
+            d.seed = _disputeSeed(d, submissionId);
+        }
+        (uint256 taskId,,) = _decode(submissionId);
+        uint256 bit = _slotBit(_committeeIndices(submissionId, d.seed), _validatorSlot[taskId][msg.sender]);
+        if (bit == 0) revert MarketNotAssigned(submissionId, msg.sender);
+        if (d.votedMask & bit != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
+        d.votedMask |= uint16(bit);
+        if (valid) d.validMask |= uint16(bit);
+        emit DisputeVoted(submissionId, msg.sender, valid, evidenceCid);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function resolveDispute(uint256 submissionId) external nonReentrant {
+        Dispute storage d = _disputes[submissionId];
+        if (!d.open) revert MarketDisputeNotOpen(submissionId);
+        (uint256[] memory committee, bool decidedValid, bool decidedInvalid) = _committeeVerdict(d, submissionId);
+        if (!decidedValid && !decidedInvalid && block.timestamp < d.deadline) {
+            revert MarketDisputeVotingOpen(submissionId, d.deadline);
+        }
+        d.open = false;
+        bool upheld = d.claimValid ? decidedValid : decidedInvalid;
+        d.upheld = upheld;
+        bool rejected = _closeDispute(submissionId, upheld);
+        emit DisputeResolved(submissionId, upheld, rejected);
+        (uint256 taskId,,) = _decode(submissionId);
+        if (d.claimValid ? decidedInvalid : decidedValid) {
+            // The committee confirmed the outcome: the bond pays its majority.
+            uint256 sideMask = d.claimValid ? d.votedMask & ~d.validMask : d.validMask;
+            _splitAmong(taskId, _addresses(taskId, committee), sideMask, d.bond, CreditKind.CommitteeShare, address(0));
+        } else {
+            // Upheld, or no majority either way: the bond goes back.
+            _credit(taskId, d.disputer, d.bond, CreditKind.BondReturned);
+        }
+    }
+
+    function _committeeVerdict(Dispute storage d, uint256 submissionId)
+        private
+        view
+        returns (uint256[] memory committee, bool decidedValid, bool decidedInvalid)
+    {
+        committee = d.seed == 0 ? new uint256[](0) : _committeeIndices(submissionId, d.seed);
+        uint256 size = committee.length;
+        decidedValid = size != 0 && 2 * _popcount(d.validMask) > size;
+        decidedInvalid = size != 0 && 2 * _popcount(d.votedMask & ~d.validMask) > size;
+    }
+
+    /// @dev Closes the round's dispute and, when upheld, flips the submission's outcome. Returns
+    ///      whether the submission ends up rejected.
+    function _closeDispute(uint256 submissionId, bool upheld) private returns (bool rejected) {
+        (uint256 taskId, uint256 round,) = _decode(submissionId);
+        Round storage rd = _rounds[taskId][round];
+        Submission storage sub = _submissions[submissionId];
+        rd.openDisputes -= 1;
+        rejected = sub.rejected;
+        if (!upheld) return rejected;
+        rejected = !rejected;
+        sub.rejected = rejected;
+        if (rejected) rd.includedUnits -= sub.workUnits;
+        else rd.includedUnits += sub.workUnits;
+        // The included set changed: proposals for the old aggregate no longer count.
+        rd.checkpointEpoch += 1;
+        rd.agreedNext = 0;
+    }
+
+    // ---------------------------------------------------------------- aggregation and rounds
+
+    /// @inheritdoc ITaskMarket
+    function proposeCheckpoint(uint256 taskId, uint256 round, string calldata checkpointCid) external {
+        Task storage task = _existingTask(taskId);
+        if (round != task.currentRound) revert MarketWrongRound(taskId, round, task.currentRound);
+        Round storage rd = _rounds[taskId][round];
+        if (rd.finalised) revert MarketRoundFinalised(taskId, round);
+        if (bytes(checkpointCid).length == 0) revert MarketEmptyCid();
+        (, uint256 validateDeadline,) = _deadlines(task, rd);
+        if (block.timestamp < validateDeadline) revert MarketOutsideWindow(block.timestamp, validateDeadline, type(uint256).max);
+        bytes32 seed = _ensureCheckSeed(taskId, round, rd);
+        uint256[] memory aggregators = _aggregatorIndices(seed, rd.validatorCount, task.validatorsPerCheck);
+        if (_slotBit(aggregators, _validatorSlot[taskId][msg.sender]) == 0) {
+            revert MarketNotAggregator(taskId, round, msg.sender);
+        }
+        bytes32 voterKey = keccak256(abi.encode(taskId, round, rd.checkpointEpoch, msg.sender));
+        if (_proposalVoted[voterKey]) revert MarketAlreadyProposed(taskId, round, msg.sender);
+        _proposalVoted[voterKey] = true;
+        bytes32 digest = keccak256(bytes(checkpointCid));
+        uint256 votes = ++_proposalVotes[keccak256(abi.encode(taskId, round, rd.checkpointEpoch, digest))];
+        emit CheckpointProposed(taskId, round, msg.sender, digest, checkpointCid);
+        if (rd.agreedNext == 0 && 2 * votes > aggregators.length) {
+            rd.agreedNext = digest;
+            emit CheckpointAgreed(taskId, round, digest, checkpointCid);
+        }
+    }
+
+    /// @inheritdoc ITaskMarket
+    function finaliseRound(uint256 taskId) external {
+        Task storage task = _existingTask(taskId);
+        if (task.ended) revert MarketTaskEnded(taskId);
+        uint256 round = task.currentRound;
+        Round storage rd = _rounds[taskId][round];
+        (,, uint256 challengeDeadline) = _deadlines(task, rd);
+        if (block.timestamp < challengeDeadline) revert MarketOutsideWindow(block.timestamp, challengeDeadline, type(uint256).max);
+        if (rd.openDisputes != 0) revert MarketOpenDisputes(taskId, round, rd.openDisputes);
+        _ensureCheckSeed(taskId, round, rd);
+        rd.finalised = true;
+        uint256 budget = task.bounty / task.rounds;
+        if (round == task.rounds - 1) budget = task.bounty - budget * (task.rounds - 1);
+        uint256 feeBudget = budget * task.validatorFeeBps / _BPS;
+        uint256 trainerBudget = budget - feeBudget;
+        uint256 unallocated;
+        if (rd.includedUnits != 0) {
+            rd.unitsRemaining = rd.includedUnits;
+            rd.trainerBudgetRemaining = uint128(trainerBudget);
+        } else {
+            unallocated += trainerBudget;
+            trainerBudget = 0;
+        }
+        if (rd.attestCount != 0) {
+            rd.checksRemaining = rd.attestCount;
+            rd.feeRemaining = uint128(feeBudget);
+        } else {
+            unallocated += feeBudget;
+            feeBudget = 0;
+        }
+        task.pool += uint96(unallocated);
+        bytes32 next = rd.agreedNext != 0 ? rd.agreedNext : rd.checkpoint;
+        emit RoundFinalised(taskId, round, rd.includedUnits, trainerBudget, feeBudget, next);
+        if (round + 1 < task.rounds) {
+            task.currentRound = uint16(round + 1);
+            _openRound(taskId, round + 1, next);
+        } else {
+            task.ended = true;
+            emit TaskEnded(taskId);
+        }
+    }
+
+    // ---------------------------------------------------------------- payments
+
+    /// @inheritdoc ITaskMarket
+    function settle(uint256 submissionId) external nonReentrant {
+        (uint256 taskId, uint256 round, address trainer) = _decode(submissionId);
+        Submission storage sub = _existingSubmission(submissionId);
+        Round storage rd = _rounds[taskId][round];
+        if (!rd.finalised) revert MarketRoundNotFinalised(taskId, round);
+        if (sub.settled) revert MarketAlreadySettled(submissionId);
+        sub.settled = true;
+        Task storage task = _tasks[taskId];
+        address[] memory assigned = _sampled(rd.checkSeed, submissionId, task.sampleRatePpm)
+            ? _addresses(taskId, _assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck))
+            : new address[](0);
+        Committee memory committee = _upheldCommittee(taskId, submissionId);
+        stakeManager.unlock(trainer, task.minTrainerStake);
+        _settleTrainer(taskId, task, rd, sub, submissionId, assigned, committee);
+        uint256 penalties = _settleValidators(taskId, task, rd, sub, submissionId, assigned);
+        if (penalties != 0) {
+            // Wrong votes pay the committee that overturned them; otherwise they return to the task.
+            uint256 paid = _splitAmong(taskId, committee.members, committee.mask, penalties, CreditKind.CommitteeShare, address(0)
+            );
+            task.pool += (penalties - paid).toUint96();
+        }
+    }
+
+    function _settleTrainer(
+        uint256 taskId,
+        Task storage task,
+        Round storage rd,
+        Submission storage sub,
+        uint256 submissionId,
+        address[] memory assigned,
+        Committee memory committee
+    ) private {
+        address trainer = address(uint160(submissionId));
+        if (sub.rejected) {
+            uint256 slashed = _slashTrainer(taskId, task, trainer, sub.invalidMask, assigned, committee);
+            emit Settled(submissionId, true, 0, slashed);
+        } else {
+            uint256 reward = _rewardTrainer(taskId, rd, trainer, sub.workUnits);
+            emit Settled(submissionId, false, reward, 0);
+        }
+    }
+
+    /// @dev A dispute committee's members and the bits of those on the winning side; empty unless
+    ///      a dispute on the submission was upheld.
+    struct Committee {
+        address[] members;
+        uint256 mask;
+        address disputer;
+    }
+
+    function _upheldCommittee(uint256 taskId, uint256 submissionId) private view returns (Committee memory committee) {
+        Dispute storage d = _disputes[submissionId];
+        if (!d.upheld) return committee;
+        committee.members = _addresses(taskId, _committeeIndices(submissionId, d.seed));
+        committee.mask = d.claimValid ? d.validMask : d.votedMask & ~d.validMask;
+        committee.disputer = d.disputer;
+    }
+
+    /// @dev Slashes the trainer; the finders' share goes to the validators who voted invalid, or,
+    ///      when a dispute proved the fault, to the committee's majority and the disputer.
+    function _slashTrainer(
+        uint256 taskId,
+        Task storage task,
+        address trainer,
+        uint256 invalidMask,
+        address[] memory assigned,
+        Committee memory committee
+    ) private returns (uint256 slashed) {
+        slashed = stakeManager.slash(trainer, task.slashAmount);
+        uint256 finderShare = slashed * task.finderShareBps / _BPS;
+        uint256 paid = committee.disputer != address(0)
+            ? _splitAmong(taskId, committee.members, committee.mask, finderShare, CreditKind.FinderShare, committee.disputer)
+            : _splitAmong(taskId, assigned, invalidMask, finderShare, CreditKind.FinderShare, address(0));
+        task.pool += (slashed - paid).toUint96();
+    }
+
+    /// @dev Credits the trainer its share of the round's trainer budget, pro rata to work units.
+    ///      The last included submission takes the rounding remainder, so the budget is paid to the wei.
+    function _rewardTrainer(uint256 taskId, Round storage rd, address trainer, uint64 workUnits)
+        private
+        returns (uint256 reward)
+    {
+        reward = rd.unitsRemaining == workUnits
+            ? rd.trainerBudgetRemaining
+            : uint256(rd.trainerBudgetRemaining) * workUnits / rd.unitsRemaining;
+        rd.unitsRemaining -= workUnits;
+        rd.trainerBudgetRemaining -= uint128(reward);
+        _credit(taskId, trainer, reward, CreditKind.TrainerReward);
+    }
+
+    /// @dev Pays each assigned validator that voted with the final outcome its check fee; slashes
+    ///      each that voted against it and marks each that did not vote. Returns the slashes' sum.
+    function _settleValidators(
+        uint256 taskId,
+        Task storage task,
+        Round storage rd,
+        Submission storage sub,
+        uint256 submissionId,
+        address[] memory assigned
+    ) private returns (uint256 penalties) {
+        for (uint256 j = 0; j < assigned.length; ++j) {
+            uint256 bit = 1 << j;
+            if (sub.votedMask & bit == 0) {
+                emit ValidatorMissed(submissionId, assigned[j]);
+                continue;
+            }
+            // Each attestation takes an equal share of the round's fee budget; the last one the remainder.
+            uint256 share = rd.checksRemaining == 1 ? rd.feeRemaining : rd.feeRemaining / rd.checksRemaining;
+            rd.checksRemaining -= 1;
+            rd.feeRemaining -= uint128(share);
+            bool votedInvalid = sub.invalidMask & bit != 0;
+            if (votedInvalid == sub.rejected) {
+                _credit(taskId, assigned[j], share, CreditKind.ValidatorFee);
+            } else {
+                task.pool += uint96(share);
+                uint256 penalty = stakeManager.slash(assigned[j], task.validatorSlash);
+                penalties += penalty;
+                emit ValidatorPenalised(submissionId, assigned[j], penalty);
+            }
+        }
+    }
+
+    /// @inheritdoc ITaskMarket
+    function claim() external nonReentrant returns (uint256 amount) {
+        amount = _credits[msg.sender];
+        if (amount == 0) revert MarketNothingToClaim(msg.sender);
+        _credits[msg.sender] = 0;
+        _totalCredits -= amount;
+        emit Claimed(msg.sender, amount);
+        token.safeTransfer(msg.sender, amount);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function refund(uint256 taskId) external nonReentrant returns (uint256 amount) {
+        Task storage task = _existingTask(taskId);
+        if (msg.sender != task.creator) revert MarketNotCreator(taskId, msg.sender);
+        if (!task.ended) revert MarketTaskNotEnded(taskId);
+        amount = task.pool;
+        if (amount == 0) revert MarketNothingToRefund(taskId);
+        task.pool = 0;
+        emit Refunded(taskId, msg.sender, amount);
+        token.safeTransfer(msg.sender, amount);
+    }
+
+    // ---------------------------------------------------------------- views
+
+    /// @inheritdoc ITaskMarket
+    function getTask(uint256 taskId) external view returns (Task memory) {
+        return _tasks[taskId];
+    }
+
+    /// @inheritdoc ITaskMarket
+    function getRound(uint256 taskId, uint256 round) external view returns (Round memory) {
+        return _rounds[taskId][round];
+    }
+
+    /// @inheritdoc ITaskMarket
+    function getSubmission(uint256 submissionId) external view returns (Submission memory) {
+        return _submissions[submissionId];
+    }
+
+    /// @inheritdoc ITaskMarket
+    function getDispute(uint256 submissionId) external view returns (Dispute memory) {
+        return _disputes[submissionId];
+    }
+
+    /// @inheritdoc ITaskMarket
+    function taskCount() external view returns (uint256) {
+        return _taskCount;
+    }
+
+    /// @inheritdoc ITaskMarket
+    function validatorsOf(uint256 taskId) external view returns (address[] memory) {
+        return _validators[taskId];
+    }
+
+    /// @inheritdoc ITaskMarket
+    function totalCredits() external view returns (uint256) {
+        return _totalCredits;
+    }
+
+    /// @inheritdoc ITaskMarket
+    function creditOf(address account) external view returns (uint256) {
+        return _credits[account];
+    }
+
+    /// @inheritdoc ITaskMarket
+    function submissionIdOf(uint256 taskId, uint256 round, address trainer) external pure returns (uint256) {
+        return _submissionId(taskId, round, trainer);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function commitmentOf(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
+        external
+        view
+        returns (bytes32)
+    {
+        return _commitment(taskId, round, trainer, proofsDigest);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function deadlinesOf(uint256 taskId, uint256 round)
+        external
+        view
+        returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline)
+    {
+        return _deadlines(_existingTask(taskId), _rounds[taskId][round]);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function isSampled(uint256 submissionId) external view returns (bool) {
+        (uint256 taskId, uint256 round,) = _decode(submissionId);
+        bytes32 seed = _rounds[taskId][round].checkSeed;
+        return seed != 0 && _sampled(seed, submissionId, _tasks[taskId].sampleRatePpm);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function assignedValidators(uint256 submissionId) external view returns (address[] memory) {
+        (uint256 taskId, uint256 round,) = _decode(submissionId);
+        Round storage rd = _rounds[taskId][round];
+        Task storage task = _tasks[taskId];
+        if (rd.checkSeed == 0 || !_sampled(rd.checkSeed, submissionId, task.sampleRatePpm)) return new address[](0);
+        return _addresses(taskId, _assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck));
+    }
+
+    /// @inheritdoc ITaskMarket
+    function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory) {
+        Round storage rd = _rounds[taskId][round];
+        if (rd.checkSeed == 0) return new address[](0);
+        return _addresses(taskId, _aggregatorIndices(rd.checkSeed, rd.validatorCount, _tasks[taskId].validatorsPerCheck));
+    }
+
+    /// @inheritdoc ITaskMarket
+    function disputeCommittee(uint256 submissionId) external view returns (address[] memory) {
+        Dispute storage d = _disputes[submissionId];
+        if (d.disputer == address(0)) return new address[](0);
+        bytes32 seed = d.seed;
+        if (seed == 0) {
+            if (block.number <= d.filedBlock) return new address[](0);
+            seed = _disputeSeed(d, submissionId);
+        }
+        (uint256 taskId,,) = _decode(submissionId);
+        return _addresses(taskId, _committeeIndices(submissionId, seed));
+    }
+
+    // ---------------------------------------------------------------- internals
+
+    function _checkParams(TaskParams calldata p) private pure {
+        if (p.bounty == 0) revert MarketParameterOutOfRange("bounty", p.bounty);
+        if (p.rounds == 0) revert MarketParameterOutOfRange("rounds", p.rounds);
+        if (p.sampleRatePpm == 0 || p.sampleRatePpm > _PPM) {
+            revert MarketParameterOutOfRange("sampleRatePpm", p.sampleRatePpm);
+        }
+        if (p.validatorsPerCheck == 0 || p.validatorsPerCheck > _MAX_COMMITTEE) {
+            revert MarketParameterOutOfRange("validatorsPerCheck", p.validatorsPerCheck);
+        }
+        if (p.validatorFeeBps > _BPS) revert MarketParameterOutOfRange("validatorFeeBps", p.validatorFeeBps);
+        if (p.finderShareBps > _BPS) revert MarketParameterOutOfRange("finderShareBps", p.finderShareBps);
+        if (p.slashAmount == 0) revert MarketParameterOutOfRange("slashAmount", p.slashAmount);
+        // A slash larger than the stake a submission locks could not be collected.
+        if (p.minTrainerStake < p.slashAmount) revert MarketParameterOutOfRange("minTrainerStake", p.minTrainerStake);
+        if (p.maxWorkUnits == 0) revert MarketParameterOutOfRange("maxWorkUnits", p.maxWorkUnits);
+        if (p.submitWindow == 0) revert MarketParameterOutOfRange("submitWindow", p.submitWindow);
+        if (p.validateWindow == 0) revert MarketParameterOutOfRange("validateWindow", p.validateWindow);
+        if (p.challengeWindow == 0) revert MarketParameterOutOfRange("challengeWindow", p.challengeWindow);
+        uint256 maxReward = maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
+        if (uint256(p.sampleRatePpm) * p.slashAmount < (_PPM - p.sampleRatePpm) * maxReward) {
+            revert MarketDeterrenceTooLow(p.sampleRatePpm, p.slashAmount, maxReward);
+        }
+    }
+
+    /// @notice The most one submission can earn in a task with these numbers: the largest round's
+    ///         trainer budget (the last round takes the bounty's rounding remainder).
+    /// @param bounty The bounty in wei.
+    /// @param rounds The number of rounds.
+    /// @param validatorFeeBps The validators' share of a round's budget.
+    /// @return Amount in wei.
+    function maxSubmissionReward(uint256 bounty, uint256 rounds, uint256 validatorFeeBps) public pure returns (uint256) {
+        uint256 lastRound = bounty - (bounty / rounds) * (rounds - 1);
+        return lastRound - lastRound * validatorFeeBps / _BPS;
+    }
+
+    function _openRound(uint256 taskId, uint256 round, bytes32 checkpoint) private {
+        Round storage rd = _rounds[taskId][round];
+        rd.workSeed = keccak256(abi.encode(block.prevrandao, blockhash(block.number - 1), taskId, round, "work"));
+        rd.openedAt = uint40(block.timestamp);
+        rd.checkpoint = checkpoint;
+        emit RoundOpened(taskId, round, checkpoint, rd.workSeed, rd.openedAt);
+    }
+
+    /// @dev Fixes the check seed from randomness of the current block, which did not exist when
+    ///      any submission was sent (they all precede the submission deadline), and snapshots the
+    ///      validator count that assignments draw from.
+    function _ensureCheckSeed(uint256 taskId, uint256 round, Round storage rd) private returns (bytes32 seed) {
+        seed = rd.checkSeed;
+        if (seed != 0) return seed;
+        seed = keccak256(abi.encode(block.prevrandao, blockhash(block.number - 1), taskId, round, "check"));
+        rd.checkSeed = seed;
+        rd.validatorCount = uint32(_validators[taskId].length);
+        emit CheckSeedFixed(taskId, round, seed, rd.validatorCount);
+    }
+
+    function _disputeSeed(Dispute storage d, uint256 submissionId) private view returns (bytes32) {
+        bytes32 filedHash = blockhash(d.filedBlock);
+        // Past 256 blocks the hash is gone; the previous block's is just as unknown to the disputer.
+        if (filedHash == 0) filedHash = blockhash(block.number - 1);
+        return keccak256(abi.encode(filedHash, submissionId, "dispute"));
+    }
+
+    function _sampled(bytes32 seed, uint256 submissionId, uint256 sampleRatePpm) private pure returns (bool) {
+        return uint256(keccak256(abi.encode(seed, submissionId, "sample"))) % _PPM < sampleRatePpm;
+    }
+
+    function _assignedIndices(bytes32 seed, uint256 submissionId, uint256 validatorCount, uint256 perCheck)
+        private
+        pure
+        returns (uint256[] memory)
+    {
+        return _draw(
+            keccak256(abi.encode(seed, submissionId, "assign")), validatorCount, _min(perCheck, validatorCount), new uint256[](0)
+        );
+    }
+
+    function _aggregatorIndices(bytes32 seed, uint256 validatorCount, uint256 perCheck)
+        private
+        pure
+        returns (uint256[] memory)
+    {
+        return _draw(keccak256(abi.encode(seed, "aggregate")), validatorCount, _min(perCheck, validatorCount), new uint256[](0));
+    }
+
+    /// @dev The dispute committee: up to `validatorsPerCheck` validators of the round, none of
+    ///      those assigned to the submission.
+    function _committeeIndices(uint256 submissionId, bytes32 disputeSeed) private view returns (uint256[] memory) {
+        (uint256 taskId, uint256 round,) = _decode(submissionId);
+        Round storage rd = _rounds[taskId][round];
+        Task storage task = _tasks[taskId];
+        uint256 n = rd.validatorCount;
+        uint256[] memory excluded = _sampled(rd.checkSeed, submissionId, task.sampleRatePpm)
+            ? _assignedIndices(rd.checkSeed, submissionId, n, task.validatorsPerCheck)
+            : new uint256[](0);
+        return _draw(disputeSeed, n, _min(task.validatorsPerCheck, n - excluded.length), excluded);
+    }
+
+    /// @dev `count` distinct indices below `n`, none in `excluded`, from `seed`. Requires
+    ///      count <= n - excluded.length. Small sets are shuffled (Fisher-Yates on the candidates);
+    ///      large ones sampled with rejection, where at least half of all draws succeed.
+    function _draw(bytes32 seed, uint256 n, uint256 count, uint256[] memory excluded)
+        private
+        pure
+        returns (uint256[] memory chosen)
+    {
+        chosen = new uint256[](count);
+        if (count == 0) return chosen;
+        if (n <= _SHUFFLE_LIMIT) {
+            uint256[] memory candidates = new uint256[](n);
+            uint256 m;
+            for (uint256 i = 0; i < n; ++i) {
+                if (!_contains(excluded, excluded.length, i)) candidates[m++] = i;
+            }
+            for (uint256 j = 0; j < count; ++j) {
+                uint256 r = j + uint256(keccak256(abi.encode(seed, j))) % (m - j);
+                (candidates[j], candidates[r]) = (candidates[r], candidates[j]);
+                chosen[j] = candidates[j];
+            }
+            return chosen;
+        }
+        uint256 filled;
+        for (uint256 attempt = 0; filled < count; ++attempt) {
+            uint256 index = uint256(keccak256(abi.encode(seed, attempt))) % n;
+            if (!_contains(excluded, excluded.length, index) && !_contains(chosen, filled, index)) {
+                chosen[filled++] = index;
+            }
+        }
+    }
+
+    function _contains(uint256[] memory values, uint256 length, uint256 value) private pure returns (bool) {
+        for (uint256 i = 0; i < length; ++i) {
+            if (values[i] == value) return true;
+        }
+        return false;
+    }
+
+    /// @dev The bit of the caller's position among `indices`, or zero when it is not there.
+    ///      `slot` is the caller's validator index plus one (zero: not a validator of the task).
+    function _slotBit(uint256[] memory indices, uint256 slot) private pure returns (uint256) {
+        if (slot == 0) return 0;
+        for (uint256 j = 0; j < indices.length; ++j) {
+            if (indices[j] == slot - 1) return 1 << j;
+        }
+        return 0;
+    }
+
+    function _addresses(uint256 taskId, uint256[] memory indices) private view returns (address[] memory accounts) {
+        address[] storage validators = _validators[taskId];
+        accounts = new address[](indices.length);
+        for (uint256 i = 0; i < indices.length; ++i) {
+            accounts[i] = validators[indices[i]];
+        }
+    }
+
+    /// @dev Credits `amount` in equal parts to the members whose bit is set in `mask` and to
+    ///      `extra` when given; `extra` (or else the first member) takes the rounding remainder.
+    ///      Returns what was credited: all of `amount`, or zero when nobody qualifies.
+    function _splitAmong(
+        uint256 taskId,
+        address[] memory members,
+        uint256 mask,
+        uint256 amount,
+        CreditKind kind,
+        address extra
+    ) private returns (uint256) {
+        uint256 count = extra == address(0) ? 0 : 1;
+        for (uint256 j = 0; j < members.length; ++j) {
+            if (mask & (1 << j) != 0) ++count;
+        }
+        if (count == 0 || amount == 0) return 0;
+        uint256 share = amount / count;
+        uint256 remainder = amount - share * count;
+        if (extra != address(0)) {
+            _credit(taskId, extra, share + remainder, kind);
+            remainder = 0;
+        }
+        for (uint256 j = 0; j < members.length; ++j) {
+            if (mask & (1 << j) == 0) continue;
+            _credit(taskId, members[j], share + remainder, kind);
+            remainder = 0;
+        }
+        return amount;
+    }
+
+    function _credit(uint256 taskId, address account, uint256 amount, CreditKind kind) private {
+        if (amount == 0) return;
+        _credits[account] += amount;
+        _totalCredits += amount;
+        emit Credited(taskId, account, kind, amount);
+    }
+
+    function _existingTask(uint256 taskId) private view returns (Task storage task) {
+        task = _tasks[taskId];
+        if (task.creator == address(0)) revert MarketUnknownTask(taskId);
+    }
+
+    function _existingSubmission(uint256 submissionId) private view returns (Submission storage sub) {
+        sub = _submissions[submissionId];
+        if (sub.workUnits == 0) revert MarketUnknownSubmission(submissionId);
+    }
+
+    function _deadlines(Task storage task, Round storage rd)
+        private
+        view
+        returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline)
+    {
+        submitDeadline = uint256(rd.openedAt) + task.submitWindow;
+        validateDeadline = submitDeadline + task.validateWindow;
+        challengeDeadline = validateDeadline + task.challengeWindow;
+    }
+
+    function _commitment(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
+        private
+        view
+        returns (bytes32)
+    {
+        return keccak256(abi.encode(block.chainid, address(this), taskId, round, trainer, proofsDigest));
+    }
+
+    function _submissionId(uint256 taskId, uint256 round, address trainer) private pure returns (uint256) {
+        return (taskId << 192) | (round << 160) | uint256(uint160(trainer));
+    }
+
+    function _decode(uint256 submissionId) private pure returns (uint256 taskId, uint256 round, address trainer) {
+        taskId = submissionId >> 192;
+        round = (submissionId >> 160) & type(uint32).max;
+        trainer = address(uint160(submissionId));
+    }
+
+    function _popcount(uint256 mask) private pure returns (uint256 count) {
+        while (mask != 0) {
+            mask &= mask - 1;
+            ++count;
+        }
+    }
+
+    function _min(uint256 a, uint256 b) private pure returns (uint256) {
+        return a < b ? a : b;
+    }
+}

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+/// @title ITaskMarket
+/// @notice Crucible's task lifecycle: escrowed bounties, rounds with windows, work submissions,
+///         seeded sampling and validator assignment, attestations, disputes, checkpoint agreement,
+///         finalisation, pull payments and refunds. See docs/contracts.md for the rules in prose.
+/// @dev A submission is identified by `taskId << 192 | round << 160 | trainer`, so one trainer
+///      submits at most once per round and the id needs no storage of its own.
+interface ITaskMarket {
+    /// @notice A task's numbers, as given to {createTask}. Token amounts in wei, windows in seconds.
+    struct TaskParams {
+        /// Escrowed bounty, split evenly across rounds.
+        uint96 bounty;
+        /// Number of rounds, at least one.
+        uint16 rounds;
+        /// Probability that a submission is spot-checked, in parts per million (0 < p <= 1e6).
+        uint32 sampleRatePpm;
+        /// Validators assigned to each sampled submission (1..16); also the aggregation and dispute committee size.
+        uint8 validatorsPerCheck;
+        /// Share of each round's budget that pays validators' checks, in basis points.
+        uint16 validatorFeeBps;
+        /// Share of a trainer's slash paid to those who found the fault, in basis points; the rest returns to the task.
+        uint16 finderShareBps;
+        /// Slash of a trainer whose submission is proven invalid.
+        uint96 slashAmount;
+        /// Light slash of a validator whose vote lost (minority or overturned by a dispute).
+        uint96 validatorSlash;
+        /// Stake a trainer must have unlocked to submit; locked until its submission is settled.
+        uint96 minTrainerStake;
+        /// Stake a validator locks to join the task, until the task ends.
+        uint96 minValidatorStake;
+        /// Bond a dispute carries.
+        uint96 disputeBond;
+        /// Largest work-unit count (tokens generated) one submission may claim.
+        uint32 maxWorkUnits;
+        /// Seconds from a round's opening to its submission deadline.
+        uint32 submitWindow;
+        /// Seconds from the submission deadline to the attestation deadline.
+        uint32 validateWindow;
+        /// Seconds from the attestation deadline to the end of the challenge window; also a dispute's voting time.
+        uint32 challengeWindow;
+    }
+
+    /// @notice A task as stored.
+    struct Task {
+        address creator;
+        uint16 rounds;
+        uint16 currentRound;
+        uint8 validatorsPerCheck;
+        uint24 sampleRatePpm;
+        uint16 validatorFeeBps;
+        uint16 finderShareBps;
+        // What submitWork reads sits in one slot.
+        uint96 minTrainerStake;
+        uint32 maxWorkUnits;
+        uint32 submitWindow;
+        uint32 validateWindow;
+        uint32 challengeWindow;
+        bool ended;
+        uint96 bounty;
+        /// Unearned tokens the creator may take back once the task ended.
+        uint96 pool;
+        uint96 slashAmount;
+        uint96 validatorSlash;
+        uint96 minValidatorStake;
+        uint96 disputeBond;
+    }
+
+    /// @notice A round as stored.
+    struct Round {
+        bytes32 workSeed;
+        bytes32 checkSeed;
+        // What submitWork and attest write sits in one slot.
+        uint40 openedAt;
+        uint32 submissionCount;
+        uint32 validatorCount;
+        uint16 openDisputes;
+        uint16 checkpointEpoch;
+        bool finalised;
+        uint96 includedUnits;
+        uint32 attestCount;
+        uint32 checksRemaining;
+        uint96 unitsRemaining;
+        uint128 trainerBudgetRemaining;
+        uint128 feeRemaining;
+        bytes32 checkpoint;
+        bytes32 agreedNext;
+    }
+
+    /// @notice A submission as stored. Its trainer, task and round are in its id.
+    struct Submission {
+        uint64 workUnits;
+        uint16 votedMask;
+        uint16 invalidMask;
+        bool rejected;
+        bool disputed;
+        bool settled;
+    }
+
+    /// @notice A dispute as stored; at most one per submission.
+    struct Dispute {
+        address disputer;
+        uint96 bond;
+        uint64 filedBlock;
+        uint64 deadline;
+        uint16 votedMask;
+        uint16 validMask;
+        bool claimValid;
+        bool open;
+        bool upheld;
+        bytes32 seed;
+    }
+
+    /// @notice What a credit paid for.
+    enum CreditKind {
+        TrainerReward,
+        ValidatorFee,
+        FinderShare,
+        BondReturned,
+        CommitteeShare
+    }
+
+    event TaskCreated(
+        uint256 indexed taskId, address indexed creator, TaskParams params, string modelCid, string envCid
+    );
+    event RoundOpened(uint256 indexed taskId, uint256 indexed round, bytes32 checkpoint, bytes32 workSeed, uint40 openedAt);
+    event ValidatorJoined(uint256 indexed taskId, address indexed validator, uint256 index);
+    event ValidatorLeft(uint256 indexed taskId, address indexed validator);
+    event WorkSubmitted(
+        uint256 indexed taskId,
+        uint256 indexed round,
+        address indexed trainer,
+        uint256 submissionId,
+        string rolloutCid,
+        string updateCid,
+        uint64 workUnits,
+        bytes32 commitment
+    );
+    event CheckSeedFixed(uint256 indexed taskId, uint256 indexed round, bytes32 checkSeed, uint32 validatorCount);
+    event Attested(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
+    event SubmissionRejected(uint256 indexed submissionId);
+    event Disputed(uint256 indexed submissionId, address indexed disputer, bool claimValid, uint256 bond, uint64 deadline);
+    event DisputeVoted(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
+    event DisputeResolved(uint256 indexed submissionId, bool upheld, bool rejected);
+    event CheckpointProposed(
+        uint256 indexed taskId, uint256 indexed round, address indexed aggregator, bytes32 digest, string checkpointCid
+    );
+    event CheckpointAgreed(uint256 indexed taskId, uint256 indexed round, bytes32 digest, string checkpointCid);
+    event RoundFinalised(
+        uint256 indexed taskId, uint256 indexed round, uint96 includedUnits, uint256 trainerBudget, uint256 feeBudget, bytes32 nextCheckpoint
+    );
+    event Settled(uint256 indexed submissionId, bool rejected, uint256 reward, uint256 slashed);
+    event ValidatorMissed(uint256 indexed submissionId, address indexed validator);
+    event ValidatorPenalised(uint256 indexed submissionId, address indexed validator, uint256 slashed);
+    event Credited(uint256 indexed taskId, address indexed account, CreditKind kind, uint256 amount);
+    event Claimed(address indexed account, uint256 amount);
+    event Refunded(uint256 indexed taskId, address indexed creator, uint256 amount);
+    event TaskEnded(uint256 indexed taskId);
+
+    error MarketUnknownTask(uint256 taskId);
+    error MarketParameterOutOfRange(string name, uint256 value);
+    error MarketDeterrenceTooLow(uint256 sampleRatePpm, uint256 slashAmount, uint256 maxReward);
+    error MarketEmptyCid();
+    error MarketTaskEnded(uint256 taskId);
+    error MarketTaskNotEnded(uint256 taskId);
+    error MarketWrongRound(uint256 taskId, uint256 round, uint256 currentRound);
+    error MarketOutsideWindow(uint256 nowTimestamp, uint256 opensAt, uint256 closesAt);
+    error MarketWorkUnitsOutOfRange(uint256 workUnits, uint256 maxWorkUnits);
+    error MarketDuplicateSubmission(uint256 submissionId);
+    error MarketUnknownSubmission(uint256 submissionId);
+    error MarketNotSampled(uint256 submissionId);
+    error MarketNotAssigned(uint256 submissionId, address validator);
+    error MarketAlreadyVoted(uint256 submissionId, address validator);
+    error MarketAlreadyJoined(uint256 taskId, address validator);
+    error MarketNotJoined(uint256 taskId, address validator);
+    error MarketAlreadyDisputed(uint256 submissionId);
+    error MarketDisputeSide(uint256 submissionId, address disputer);
+    error MarketNoCommittee(uint256 submissionId);
+    error MarketDisputeNotOpen(uint256 submissionId);
+    error MarketDisputeVotingOpen(uint256 submissionId, uint256 deadline);
+    error MarketNotAggregator(uint256 taskId, uint256 round, address validator);
+    error MarketAlreadyProposed(uint256 taskId, uint256 round, address aggregator);
+    error MarketRoundFinalised(uint256 taskId, uint256 round);
+    error MarketRoundNotFinalised(uint256 taskId, uint256 round);
+    error MarketOpenDisputes(uint256 taskId, uint256 round, uint256 openDisputes);
+    error MarketAlreadySettled(uint256 submissionId);
+    error MarketNothingToClaim(address account);
+    error MarketNotCreator(uint256 taskId, address caller);
+    error MarketNothingToRefund(uint256 taskId);
+
+    /// @notice Create a task and escrow its bounty (pulled from the caller; needs an allowance).
+    ///         Refuses parameters that make cheating pay: `p·S >= (1-p)·R`, with `R` the most one
+    ///         submission can earn (a round's trainer budget). Opens round 0 on `modelCid`.
+    /// @param params The task's numbers.
+    /// @param modelCid CID of the initial checkpoint manifest.
+    /// @param envCid CID of the environment spec.
+    /// @return taskId The new task's id (1, 2, ...).
+    function createTask(TaskParams calldata params, string calldata modelCid, string calldata envCid)
+        external
+        returns (uint256 taskId);
+
+    /// @notice Join a task as a validator: locks `minValidatorStake` until the task ends.
+    /// @param taskId The task.
+    function joinTask(uint256 taskId) external;
+
+    /// @notice Leave an ended task and release the validator's lock.
+    /// @param taskId The task.
+    function leaveTask(uint256 taskId) external;
+
+    /// @notice Submit a round's work before the submission deadline; locks `minTrainerStake`.
+    /// @param taskId The task.
+    /// @param round The current round.
+    /// @param rolloutCid CID of the rollout file.
+    /// @param updateCid CID of the update manifest.
+    /// @param workUnits Tokens generated, 1..maxWorkUnits.
+    /// @param proofsDigest keccak256 of the rollout file's proofs; bound into the emitted commitment.
+    /// @return submissionId The submission's id.
+    function submitWork(
+        uint256 taskId,
+        uint256 round,
+        string calldata rolloutCid,
+        string calldata updateCid,
+        uint64 workUnits,
+        bytes32 proofsDigest
+    ) external returns (uint256 submissionId);
+
+    /// @notice Fix the current round's check seed once its submission deadline passed. Anyone;
+    ///         {attest} does it too when nobody has.
+    /// @param taskId The task.
+    function fixCheckSeed(uint256 taskId) external;
+
+    /// @notice Attest a sampled submission the caller is assigned to, before the attestation deadline.
+    /// @param submissionId The submission.
+    /// @param valid The verdict.
+    /// @param evidenceCid CID of the evidence file.
+    function attest(uint256 submissionId, bool valid, string calldata evidenceCid) external;
+
+    /// @notice Dispute a submission's outcome during the challenge window, with the task's bond.
+    ///         Against a rejection only its trainer may dispute; against an acceptance (sampled or
+    ///         not) anyone may. A fresh committee, excluding the assigned validators, decides.
+    /// @param submissionId The submission.
+    function dispute(uint256 submissionId) external;
+
+    /// @notice A dispute committee member's vote, before the dispute's deadline.
+    /// @param submissionId The disputed submission.
+    /// @param valid The member's verdict on the submission.
+    /// @param evidenceCid CID of the evidence file.
+    function voteDispute(uint256 submissionId, bool valid, string calldata evidenceCid) external;
+
+    /// @notice Resolve a dispute once its committee has a majority or its deadline passed. Anyone.
+    /// @param submissionId The disputed submission.
+    function resolveDispute(uint256 submissionId) external;
+
+    /// @notice An aggregation committee member's proposal for the next checkpoint, after the
+    ///         attestation deadline; a strict majority on one digest agrees it.
+    /// @param taskId The task.
+    /// @param round The round aggregated.
+    /// @param checkpointCid CID of the next checkpoint's manifest.
+    function proposeCheckpoint(uint256 taskId, uint256 round, string calldata checkpointCid) external;
+
+    /// @notice Finalise the current round after its challenge window with no dispute open:
+    ///         allocates its budget and opens the next round on the agreed checkpoint (or the
+    ///         same one when none was agreed), or ends the task. Anyone.
+    /// @param taskId The task.
+    function finaliseRound(uint256 taskId) external;
+
+    /// @notice Settle a submission of a finalised round: release the trainer's lock, credit its
+    ///         reward or slash it, pay or penalise its validators. Once per submission. Anyone.
+    /// @param submissionId The submission.
+    function settle(uint256 submissionId) external;
+
+    /// @notice Withdraw everything credited to the caller.
+    /// @return amount What was sent.
+    function claim() external returns (uint256 amount);
+
+    /// @notice The creator takes back what the ended task did not pay out.
+    /// @param taskId The task.
+    /// @return amount What was sent.
+    function refund(uint256 taskId) external returns (uint256 amount);
+
+    /// @notice Task data.
+    function getTask(uint256 taskId) external view returns (Task memory);
+    /// @notice Round data.
+    function getRound(uint256 taskId, uint256 round) external view returns (Round memory);
+    /// @notice Submission data.
+    function getSubmission(uint256 submissionId) external view returns (Submission memory);
+    /// @notice Dispute data.
+    function getDispute(uint256 submissionId) external view returns (Dispute memory);
+    /// @notice Number of tasks created.
+    function taskCount() external view returns (uint256);
+    /// @notice A task's validators, in joining order.
+    function validatorsOf(uint256 taskId) external view returns (address[] memory);
+    /// @notice Sum of every account's unclaimed credits.
+    function totalCredits() external view returns (uint256);
+    /// @notice Credits the account can claim.
+    function creditOf(address account) external view returns (uint256);
+    /// @notice The submission id of `trainer` in `round` of `taskId`.
+    function submissionIdOf(uint256 taskId, uint256 round, address trainer) external pure returns (uint256);
+    /// @notice The commitment {submitWork} emits: binds chain id, this contract, task, round and trainer to the proofs.
+    function commitmentOf(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
+        external
+        view
+        returns (bytes32);
+    /// @notice A round's deadlines: submission, attestation, end of challenge window.
+    function deadlinesOf(uint256 taskId, uint256 round)
+        external
+        view
+        returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline);
+    /// @notice Whether the submission is sampled (false until the check seed is fixed).
+    function isSampled(uint256 submissionId) external view returns (bool);
+    /// @notice The validators assigned to check the submission (empty until the check seed is fixed or when not sampled).
+    function assignedValidators(uint256 submissionId) external view returns (address[] memory);
+    /// @notice The round's aggregation committee (empty until the check seed is fixed).
+    function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory);
+    /// @notice The dispute committee of the submission (empty until the block after the dispute).
+    function disputeCommittee(uint256 submissionId) external view returns (address[] memory);
+}

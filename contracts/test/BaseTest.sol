@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {Test} from "./utils/Test.sol";
+import {DevToken} from "../src/DevToken.sol";
+import {StakeManager} from "../src/StakeManager.sol";
+import {TaskMarket} from "../src/TaskMarket.sol";
+import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
+import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
+
+/// @dev Deployed contracts, labelled actors with tokens and approvals, and lifecycle helpers.
+abstract contract BaseTest is Test {
+    uint256 internal constant TOKEN = 1e18;
+    uint256 internal constant FUNDS = 1_000_000 * TOKEN;
+    uint64 internal constant UNBONDING = 7 days;
+
+    DevToken internal token;
+    StakeManager internal stakes;
+    TaskMarket internal market;
+
+    address internal creator;
+    address internal auditor;
+    address[] internal trainers;
+    address[] internal validators;
+
+    function setUp() public virtual {
+        creator = _actor("creator", 1);
+        auditor = _actor("auditor", 2);
+        for (uint256 i = 0; i < 3; ++i) trainers.push(_actor(string.concat("trainer", _str(i)), 10 + i));
+        for (uint256 i = 0; i < 5; ++i) validators.push(_actor(string.concat("validator", _str(i)), 20 + i));
+
+        address[] memory holders = new address[](2 + trainers.length + validators.length);
+        uint256[] memory amounts = new uint256[](holders.length);
+        holders[0] = creator;
+        holders[1] = auditor;
+        for (uint256 i = 0; i < trainers.length; ++i) holders[2 + i] = trainers[i];
+        for (uint256 i = 0; i < validators.length; ++i) holders[2 + trainers.length + i] = validators[i];
+        for (uint256 i = 0; i < holders.length; ++i) amounts[i] = FUNDS;
+        token = new DevToken(holders, amounts);
+        stakes = new StakeManager(token, UNBONDING);
+        market = new TaskMarket(token, stakes);
+        stakes.bindMarket(address(market));
+        for (uint256 i = 0; i < holders.length; ++i) {
+            vm.startPrank(holders[i]);
+            token.approve(address(stakes), type(uint256).max);
+            token.approve(address(market), type(uint256).max);
+            vm.stopPrank();
+        }
+    }
+
+    function _actor(string memory name, uint256 privateKey) internal returns (address account) {
+        account = vm.addr(privateKey);
+        vm.label(account, name);
+    }
+
+    function _params() internal pure returns (ITaskMarket.TaskParams memory p) {
+        p.bounty = uint96(1000 * TOKEN);
+        p.rounds = 2;
+        p.sampleRatePpm = 1_000_000;
+        p.validatorsPerCheck = 3;
+        p.validatorFeeBps = 1000;
+        p.finderShareBps = 5000;
+        p.slashAmount = uint96(500 * TOKEN);
+        p.validatorSlash = uint96(10 * TOKEN);
+        p.minTrainerStake = uint96(500 * TOKEN);
+        p.minValidatorStake = uint96(100 * TOKEN);
+        p.disputeBond = uint96(50 * TOKEN);
+        p.maxWorkUnits = 1_000_000;
+        p.submitWindow = 100;
+        p.validateWindow = 100;
+        p.challengeWindow = 100;
+    }
+
+    function _createTask(ITaskMarket.TaskParams memory p) internal returns (uint256 taskId) {
+        vm.prank(creator);
+        taskId = market.createTask(p, "bafy-model", "bafy-env");
+    }
+
+    /// @dev A task with every trainer and validator staked and every validator joined.
+    function _readyTask(ITaskMarket.TaskParams memory p) internal returns (uint256 taskId) {
+        taskId = _createTask(p);
+        for (uint256 i = 0; i < trainers.length; ++i) _stake(trainers[i], IStakeManager.Role.Trainer, 1000 * TOKEN);
+        for (uint256 i = 0; i < validators.length; ++i) {
+            _stake(validators[i], IStakeManager.Role.Validator, 200 * TOKEN);
+            vm.prank(validators[i]);
+            market.joinTask(taskId);
+        }
+    }
+
+    function _stake(address operator, IStakeManager.Role role, uint256 amount) internal {
+        vm.prank(operator);
+        stakes.stake(amount, role);
+    }
+
+    function _submit(uint256 taskId, uint256 round, address trainer, uint64 units) internal returns (uint256 id) {
+        vm.prank(trainer);
+        id = market.submitWork(taskId, round, "bafy-rollouts", "bafy-update", units, keccak256("proofs"));
+    }
+
+    function _warpToValidate(uint256 taskId, uint256 round) internal {
+        (uint256 submitDeadline,,) = market.deadlinesOf(taskId, round);
+        vm.warp(submitDeadline);
+        vm.roll(block.number + 1);
+        market.fixCheckSeed(taskId);
+    }
+
+    function _warpToChallenge(uint256 taskId, uint256 round) internal {
+        (, uint256 validateDeadline,) = market.deadlinesOf(taskId, round);
+        vm.warp(validateDeadline);
+        vm.roll(block.number + 1);
+    }
+
+    function _warpToFinal(uint256 taskId, uint256 round) internal {
+        (,, uint256 challengeDeadline) = market.deadlinesOf(taskId, round);
+        vm.warp(challengeDeadline);
+        vm.roll(block.number + 1);
+    }
+
+    function _attestAll(uint256 id, bool valid) internal returns (address[] memory assigned) {
+        assigned = market.assignedValidators(id);
+        for (uint256 j = 0; j < assigned.length; ++j) {
+            vm.prank(assigned[j]);
+            market.attest(id, valid, "bafy-evidence");
+        }
+    }
+
+    function _isIn(address[] memory list, address account) internal pure returns (bool) {
+        for (uint256 i = 0; i < list.length; ++i) {
+            if (list[i] == account) return true;
+        }
+        return false;
+    }
+
+    /// @dev A task validator assigned to nothing in `assigned` (there are 5 validators, 3 assigned).
+    function _unassignedValidator(address[] memory assigned) internal view returns (address) {
+        for (uint256 i = 0; i < validators.length; ++i) {
+            if (!_isIn(assigned, validators[i])) return validators[i];
+        }
+        revert("every validator is assigned");
+    }
+
+    /// @dev Safety property 1, from the tasks' state and the test's own count of open bonds: the
+    ///      market holds every round budget not yet credited, every task's pool, the open bonds and
+    ///      the unclaimed credits, to the wei; the stake manager holds every actor's stake.
+    function _assertMarketConserved(uint256 taskCount, uint256 openBonds) internal view {
+        uint256 expected = market.totalCredits() + openBonds;
+        for (uint256 t = 1; t <= taskCount; ++t) expected += _taskHoldings(t);
+        assertEq(token.balanceOf(address(market)), expected, "market balance");
+        uint256 staked;
+        for (uint256 i = 0; i < trainers.length; ++i) staked += _stakeOf(trainers[i]);
+        for (uint256 i = 0; i < validators.length; ++i) staked += _stakeOf(validators[i]);
+        assertEq(token.balanceOf(address(stakes)), staked, "stake manager balance");
+    }
+
+    function _taskHoldings(uint256 taskId) internal view returns (uint256 holdings) {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        holdings = task.pool;
+        uint256 perRound = task.bounty / task.rounds;
+        for (uint256 r = 0; r < task.rounds; ++r) {
+            ITaskMarket.Round memory rd = market.getRound(taskId, r);
+            if (rd.finalised) {
+                holdings += rd.trainerBudgetRemaining + rd.feeRemaining;
+            } else {
+                holdings += r == task.rounds - 1 ? task.bounty - perRound * (task.rounds - 1) : perRound;
+            }
+        }
+    }
+
+    function _stakeOf(address operator) internal view returns (uint256) {
+        IStakeManager.Account memory account = stakes.accountOf(operator);
+        return account.staked + account.unbonding;
+    }
+}

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {BaseTest} from "./BaseTest.sol";
+import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
+import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
+
+contract TaskMarketCreateTest is BaseTest {
+    function test_CreateTask() public {
+        uint256 before = token.balanceOf(creator);
+        uint256 taskId = _createTask(_params());
+        assertEq(taskId, 1, "first id");
+        assertEq(market.taskCount(), 1, "count");
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        assertEq(task.creator, creator, "creator");
+        assertEq(task.bounty, 1000 * TOKEN, "bounty recorded");
+        assertEq(token.balanceOf(address(market)), 1000 * TOKEN, "escrowed");
+        assertEq(before - token.balanceOf(creator), 1000 * TOKEN, "bounty pulled");
+        ITaskMarket.Round memory round0 = market.getRound(taskId, 0);
+        assertEq(round0.checkpoint, keccak256("bafy-model"), "round 0 on the initial model");
+        assertTrue(round0.workSeed != 0, "work seed set at opening");
+        assertEq(round0.openedAt, block.timestamp, "opened now");
+    }
+
+    function test_RevertWhen_CreateWithEmptyCid() public {
+        ITaskMarket.TaskParams memory p = _params();
+        vm.prank(creator);
+        vm.expectRevert(ITaskMarket.MarketEmptyCid.selector);
+        market.createTask(p, "", "bafy-env");
+    }
+
+    function test_RevertWhen_DeterrenceTooLow() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.sampleRatePpm = 100_000; // p = 0.1: needs S >= 9 R = 9 * 450 tokens
+        uint256 maxReward = 450 * TOKEN;
+        vm.prank(creator);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITaskMarket.MarketDeterrenceTooLow.selector, 100_000, p.slashAmount, maxReward)
+        );
+        market.createTask(p, "m", "e");
+    }
+
+    function test_DeterrenceAtTheBoundaryIsAccepted() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.sampleRatePpm = 500_000; // p = 0.5: S >= R exactly
+        p.slashAmount = uint96(450 * TOKEN);
+        p.minTrainerStake = p.slashAmount;
+        _createTask(p);
+        p.slashAmount -= 1;
+        vm.prank(creator);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITaskMarket.MarketDeterrenceTooLow.selector, 500_000, p.slashAmount, 450 * TOKEN)
+        );
+        market.createTask(p, "m", "e");
+    }
+
+    function test_RevertWhen_ParameterOutOfRange() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.rounds = 0;
+        _expectParamRevert(p, "rounds", 0);
+        p = _params();
+        p.validatorsPerCheck = 17;
+        _expectParamRevert(p, "validatorsPerCheck", 17);
+        p = _params();
+        p.sampleRatePpm = 1_000_001;
+        _expectParamRevert(p, "sampleRatePpm", 1_000_001);
+        p = _params();
+        p.minTrainerStake = p.slashAmount - 1;
+        _expectParamRevert(p, "minTrainerStake", p.minTrainerStake);
+        p = _params();
+        p.bounty = 0;
+        _expectParamRevert(p, "bounty", 0);
+        p = _params();
+        p.validatorFeeBps = 10_001;
+        _expectParamRevert(p, "validatorFeeBps", 10_001);
+        p = _params();
+        p.submitWindow = 0;
+        _expectParamRevert(p, "submitWindow", 0);
+        p = _params();
+        p.maxWorkUnits = 0;
+        _expectParamRevert(p, "maxWorkUnits", 0);
+    }
+
+    function _expectParamRevert(ITaskMarket.TaskParams memory p, string memory name, uint256 value) internal {
+        vm.prank(creator);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketParameterOutOfRange.selector, name, value));
+        market.createTask(p, "m", "e");
+    }
+
+    function testFuzz_DeterrenceRule(uint256 ppm, uint256 slash, uint256 bounty, uint256 rounds, uint256 feeBps)
+        public
+    {
+        ITaskMarket.TaskParams memory p = _params();
+        p.sampleRatePpm = uint32(bound(ppm, 1, 1_000_000));
+        p.bounty = uint96(bound(bounty, 1, 100_000 * TOKEN));
+        p.rounds = uint16(bound(rounds, 1, 50));
+        p.validatorFeeBps = uint16(bound(feeBps, 0, 10_000));
+        p.slashAmount = uint96(bound(slash, 1, 500_000 * TOKEN));
+        p.minTrainerStake = p.slashAmount;
+        uint256 maxReward = market.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
+        bool deters = uint256(p.sampleRatePpm) * p.slashAmount >= (1_000_000 - uint256(p.sampleRatePpm)) * maxReward;
+        vm.prank(creator);
+        if (!deters) {
+            vm.expectRevert(
+                abi.encodeWithSelector(ITaskMarket.MarketDeterrenceTooLow.selector, p.sampleRatePpm, p.slashAmount, maxReward)
+            );
+        }
+        market.createTask(p, "m", "e");
+    }
+
+    function test_JoinAndLeave() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.rounds = 1;
+        uint256 taskId = _readyTask(p);
+        assertEq(market.validatorsOf(taskId).length, 5, "validators");
+        assertEq(stakes.accountOf(validators[0]).locked, 100 * TOKEN, "locked while the task runs");
+        vm.prank(validators[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketTaskNotEnded.selector, taskId));
+        market.leaveTask(taskId);
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        vm.prank(validators[0]);
+        market.leaveTask(taskId);
+        assertEq(stakes.accountOf(validators[0]).locked, 0, "released");
+        vm.prank(validators[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotJoined.selector, taskId, validators[0]));
+        market.leaveTask(taskId);
+    }
+
+    function test_RevertWhen_JoinTwiceOrAsTrainerOrUnknownTask() public {
+        uint256 taskId = _readyTask(_params());
+        vm.prank(validators[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyJoined.selector, taskId, validators[0]));
+        market.joinTask(taskId);
+        vm.prank(trainers[0]);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IStakeManager.StakeRoleMismatch.selector,
+                trainers[0],
+                IStakeManager.Role.Trainer,
+                IStakeManager.Role.Validator
+            )
+        );
+        market.joinTask(taskId);
+        vm.prank(validators[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketUnknownTask.selector, 7));
+        market.joinTask(7);
+    }
+}

@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {BaseTest} from "./BaseTest.sol";
+import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
+import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
+
+/// @dev Whole rounds with every payment checked against the spec's split. Default task: bounty
+///      1000 over 2 rounds (500 a round: 450 for trainers, 50 for validators' checks), slash 500
+///      (half to the finders), validator slash 10, bond 50, 5 validators, 3 per check, p = 1.
+contract TaskMarketLifecycleTest is BaseTest {
+    uint256 internal taskId;
+    uint256 internal honestA;
+    uint256 internal honestB;
+    uint256 internal cheat;
+
+    function setUp() public override {
+        super.setUp();
+        taskId = _readyTask(_params());
+        honestA = _submit(taskId, 0, trainers[0], 300);
+        honestB = _submit(taskId, 0, trainers[1], 100);
+        cheat = _submit(taskId, 0, trainers[2], 200);
+        _warpToValidate(taskId, 0);
+    }
+
+    function _agree(uint256 round, string memory cid) internal {
+        address[] memory aggregators = market.aggregatorsOf(taskId, round);
+        for (uint256 j = 0; j < aggregators.length; ++j) {
+            vm.prank(aggregators[j]);
+            market.proposeCheckpoint(taskId, round, cid);
+        }
+    }
+
+    function _settleAndClaimAll() internal {
+        market.settle(honestA);
+        market.settle(honestB);
+        market.settle(cheat);
+        _claimAll();
+    }
+
+    function _claimAll() internal {
+        for (uint256 i = 0; i < trainers.length; ++i) _claimIfAny(trainers[i]);
+        for (uint256 i = 0; i < validators.length; ++i) _claimIfAny(validators[i]);
+        _claimIfAny(auditor);
+    }
+
+    function _claimIfAny(address account) internal {
+        if (market.creditOf(account) == 0) return;
+        vm.prank(account);
+        market.claim();
+    }
+
+    function _finishTask() internal {
+        _warpToFinal(taskId, 1);
+        market.finaliseRound(taskId);
+        assertTrue(market.getTask(taskId).ended, "ended");
+        vm.prank(creator);
+        market.refund(taskId);
+    }
+
+    function test_CheaterSlashedHonestPaidToTheWei() public {
+        _attestAll(honestA, true);
+        _attestAll(honestB, true);
+        address[] memory finders = _attestAll(cheat, false);
+        assertTrue(market.getSubmission(cheat).rejected, "rejected by the majority");
+        assertEq(market.getRound(taskId, 0).includedUnits, 400, "cheat's units dropped");
+
+        _warpToChallenge(taskId, 0);
+        _agree(0, "bafy-next");
+        assertEq(market.getRound(taskId, 0).agreedNext, keccak256("bafy-next"), "agreed");
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        assertEq(market.getRound(taskId, 1).checkpoint, keccak256("bafy-next"), "round 1 opens on the agreed checkpoint");
+
+        uint256[] memory before = new uint256[](validators.length);
+        for (uint256 i = 0; i < validators.length; ++i) before[i] = token.balanceOf(validators[i]);
+        uint256 cheatStake = stakes.accountOf(trainers[2]).staked;
+        _settleAndClaimAll();
+
+        assertEq(token.balanceOf(trainers[0]), FUNDS - 1000 * TOKEN + 3375 * TOKEN / 10, "A: 450 * 300/400");
+        assertEq(token.balanceOf(trainers[1]), FUNDS - 1000 * TOKEN + 1125 * TOKEN / 10, "B: the rest of 450");
+        assertEq(stakes.accountOf(trainers[2]).staked, cheatStake - 500 * TOKEN, "cheat slashed 500");
+        assertEq(token.balanceOf(trainers[2]), FUNDS - 1000 * TOKEN, "cheat paid nothing");
+        assertEq(stakes.accountOf(trainers[2]).locked, 0, "lock released");
+
+        uint256 validatorsEarned;
+        uint256 findersEarned;
+        for (uint256 i = 0; i < validators.length; ++i) {
+            uint256 earned = token.balanceOf(validators[i]) - before[i];
+            validatorsEarned += earned;
+            if (_isIn(finders, validators[i])) findersEarned += earned;
+        }
+        assertEq(validatorsEarned, 50 * TOKEN + 250 * TOKEN, "all fees plus the finders' half of the slash");
+        assertTrue(findersEarned >= 250 * TOKEN, "finders got the slash share");
+
+        uint256 creatorBefore = token.balanceOf(creator);
+        _finishTask();
+        assertEq(token.balanceOf(creator) - creatorBefore, 250 * TOKEN + 500 * TOKEN, "refund: pool half + idle round 1");
+        assertEq(token.balanceOf(address(market)), 0, "nothing left in the market");
+        _assertMarketConserved(1, 0);
+    }
+
+    function test_MinorityValidatorPenalisedAndLosesFee() public {
+        address[] memory assigned = market.assignedValidators(cheat);
+        vm.prank(assigned[0]);
+        market.attest(cheat, true, "lazy");
+        vm.prank(assigned[1]);
+        market.attest(cheat, false, "e1");
+        vm.prank(assigned[2]);
+        market.attest(cheat, false, "e2");
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        uint256 lazyStake = stakes.accountOf(assigned[0]).staked;
+        market.settle(cheat);
+        assertEq(stakes.accountOf(assigned[0]).staked, lazyStake - 10 * TOKEN, "lazy validator slashed lightly");
+        assertEq(market.creditOf(assigned[0]), 0, "and paid nothing");
+        // Only 3 checks in the round: the two honest finders share 250 plus two thirds of the 50 fee.
+        assertEq(market.creditOf(assigned[1]) + market.creditOf(assigned[2]), 250 * TOKEN + 50 * TOKEN * 2 / 3 + 1, "finders");
+    }
+
+    function test_MissingValidatorMarkedAndUnpaid() public {
+        address[] memory assigned = market.assignedValidators(honestA);
+        vm.prank(assigned[0]);
+        market.attest(honestA, true, "e");
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        vm.expectEmit();
+        emit ITaskMarket.ValidatorMissed(honestA, assigned[1]);
+        market.settle(honestA);
+        assertEq(market.creditOf(assigned[1]), 0, "no fee without a check");
+        assertEq(market.creditOf(assigned[0]), 50 * TOKEN, "the only check takes the round's fees");
+    }
+
+    function test_WronglyRejectedTrainerWinsDispute() public {
+        address[] memory liars = _attestAll(honestA, false);
+        assertTrue(market.getSubmission(honestA).rejected, "rejected by lying validators");
+        _warpToChallenge(taskId, 0);
+        _agree(0, "bafy-without-A");
+        vm.prank(trainers[0]);
+        market.dispute(honestA);
+        vm.roll(block.number + 1);
+        address[] memory committee = market.disputeCommittee(honestA);
+        assertEq(committee.length, 2, "the two validators not assigned");
+        for (uint256 j = 0; j < committee.length; ++j) {
+            assertTrue(!_isIn(liars, committee[j]), "committee excludes the assigned");
+            vm.prank(committee[j]);
+            market.voteDispute(honestA, true, "re-check");
+        }
+        market.resolveDispute(honestA);
+        assertTrue(!market.getSubmission(honestA).rejected, "reinstated");
+        assertEq(market.getRound(taskId, 0).agreedNext, bytes32(0), "aggregate agreed without A is void");
+        _agree(0, "bafy-with-A");
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+
+        uint256 stakeBefore = stakes.accountOf(trainers[0]).staked;
+        uint256[] memory liarStakes = new uint256[](3);
+        for (uint256 j = 0; j < 3; ++j) liarStakes[j] = stakes.accountOf(liars[j]).staked;
+        market.settle(honestA);
+        assertEq(stakes.accountOf(trainers[0]).staked, stakeBefore, "honest trainer's stake intact");
+        assertEq(market.creditOf(trainers[0]), 50 * TOKEN + 450 * TOKEN * 300 / 600, "bond back plus its reward");
+        for (uint256 j = 0; j < 3; ++j) {
+            assertEq(stakes.accountOf(liars[j]).staked, liarStakes[j] - 10 * TOKEN, "lying validator slashed");
+        }
+        assertEq(market.creditOf(committee[0]) + market.creditOf(committee[1]), 30 * TOKEN, "committee paid by the liars");
+    }
+
+    function test_FrivolousDisputeLosesBond() public {
+        _attestAll(honestA, true);
+        _warpToChallenge(taskId, 0);
+        uint256 auditorBefore = token.balanceOf(auditor);
+        vm.prank(auditor);
+        market.dispute(honestA);
+        vm.roll(block.number + 1);
+        address[] memory committee = market.disputeCommittee(honestA);
+        for (uint256 j = 0; j < committee.length; ++j) {
+            vm.prank(committee[j]);
+            market.voteDispute(honestA, true, "fine");
+        }
+        market.resolveDispute(honestA);
+        ITaskMarket.Dispute memory d = market.getDispute(honestA);
+        assertTrue(!d.upheld && !d.open, "dispute lost");
+        assertEq(auditorBefore - token.balanceOf(auditor), 50 * TOKEN, "bond paid in");
+        assertEq(market.creditOf(auditor), 0, "and not returned");
+        assertEq(market.creditOf(committee[0]) + market.creditOf(committee[1]), 50 * TOKEN, "bond to the committee");
+        _assertMarketConserved(1, 0);
+    }
+
+    function test_AuditorDisputeCatchesAcceptedCheat() public {
+        address[] memory lazy = _attestAll(cheat, true);
+        _warpToChallenge(taskId, 0);
+        vm.prank(auditor);
+        market.dispute(cheat);
+        vm.roll(block.number + 1);
+        address[] memory committee = market.disputeCommittee(cheat);
+        for (uint256 j = 0; j < committee.length; ++j) {
+            vm.prank(committee[j]);
+            market.voteDispute(cheat, false, "forged tokens");
+        }
+        market.resolveDispute(cheat);
+        assertTrue(market.getSubmission(cheat).rejected, "overturned");
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        uint256 cheatStake = stakes.accountOf(trainers[2]).staked;
+        market.settle(cheat);
+        assertEq(stakes.accountOf(trainers[2]).staked, cheatStake - 500 * TOKEN, "cheat slashed");
+        // Finders: the auditor and the two committee members split 250; the auditor also gets its bond.
+        uint256 third = 250 * TOKEN / 3;
+        assertEq(market.creditOf(auditor), 50 * TOKEN + third + (250 * TOKEN - 3 * third), "bond back and a third");
+        for (uint256 j = 0; j < 3; ++j) assertEq(market.creditOf(lazy[j]), 0, "lazy validators unpaid");
+        assertEq(
+            market.creditOf(committee[0]) + market.creditOf(committee[1]), 2 * third + 30 * TOKEN, "committee: finders + penalties"
+        );
+        _assertMarketConserved(1, 0);
+    }
+
+    function test_DisputeWithoutMajorityReturnsBond() public {
+        _attestAll(honestA, true);
+        _warpToChallenge(taskId, 0);
+        vm.prank(auditor);
+        market.dispute(honestA);
+        vm.roll(block.number + 1);
+        address[] memory committee = market.disputeCommittee(honestA);
+        vm.prank(committee[0]);
+        market.voteDispute(honestA, true, "fine");
+        vm.prank(committee[1]);
+        market.voteDispute(honestA, false, "bad");
+        vm.expectRevert();
+        market.resolveDispute(honestA);
+        ITaskMarket.Dispute memory d = market.getDispute(honestA);
+        vm.warp(d.deadline);
+        market.resolveDispute(honestA);
+        assertTrue(!market.getSubmission(honestA).rejected, "status quo");
+        assertEq(market.creditOf(auditor), 50 * TOKEN, "bond returned");
+    }
+
+    function test_NoAgreementKeepsTheCheckpoint() public {
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        assertEq(market.getRound(taskId, 1).checkpoint, keccak256("bafy-model"), "same checkpoint");
+    }
+
+    /// Safety property 2: a submission is settled (paid or slashed) at most once.
+    function test_RevertWhen_SettleTwice() public {
+        _attestAll(cheat, false);
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        market.settle(cheat);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadySettled.selector, cheat));
+        market.settle(cheat);
+    }
+
+    function test_RevertWhen_SettleBeforeFinal() public {
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketRoundNotFinalised.selector, taskId, 0));
+        market.settle(honestA);
+    }
+
+    function test_RevertWhen_AttestWrongly() public {
+        address[] memory assigned = market.assignedValidators(honestA);
+        address outsider = _unassignedValidator(assigned);
+        vm.prank(outsider);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAssigned.selector, honestA, outsider));
+        market.attest(honestA, true, "e");
+        vm.prank(assigned[0]);
+        market.attest(honestA, true, "e");
+        vm.prank(assigned[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyVoted.selector, honestA, assigned[0]));
+        market.attest(honestA, false, "e");
+        uint256 unknown = market.submissionIdOf(taskId, 0, auditor);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketUnknownSubmission.selector, unknown));
+        market.attest(unknown, true, "e");
+        _warpToChallenge(taskId, 0);
+        vm.prank(assigned[1]);
+        vm.expectRevert();
+        market.attest(honestA, true, "late");
+    }
+
+    function test_RevertWhen_AttestUnsampled() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.sampleRatePpm = 1; // one in a million
+        p.bounty = 1000; // wei: keeps the deterrence rule satisfied at that rate
+        uint256 other = _createTask(p);
+        for (uint256 i = 0; i < validators.length; ++i) {
+            vm.prank(validators[i]);
+            market.joinTask(other);
+        }
+        uint256 id = _submit(other, 0, trainers[0], 1);
+        _warpToValidate(other, 0);
+        assertTrue(!market.isSampled(id), "unsampled at this seed");
+        assertEq(market.assignedValidators(id).length, 0, "nobody assigned");
+        vm.prank(validators[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotSampled.selector, id));
+        market.attest(id, true, "e");
+    }
+
+    function test_RevertWhen_DisputeWrongly() public {
+        _attestAll(cheat, false);
+        vm.prank(auditor);
+        vm.expectRevert();
+        market.dispute(honestA); // still in the attestation window
+        _warpToChallenge(taskId, 0);
+        vm.prank(trainers[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketDisputeSide.selector, honestA, trainers[0]));
+        market.dispute(honestA); // a trainer cannot dispute its own acceptance
+        vm.prank(auditor);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketDisputeSide.selector, cheat, auditor));
+        market.dispute(cheat); // only the trainer disputes a rejection
+        vm.prank(auditor);
+        market.dispute(honestA);
+        vm.prank(auditor);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyDisputed.selector, honestA));
+        market.dispute(honestA);
+        vm.prank(validators[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNoCommittee.selector, honestA));
+        market.voteDispute(honestA, true, "same block");
+        vm.roll(block.number + 1);
+        address outsider = market.assignedValidators(honestA)[0];
+        vm.prank(outsider);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAssigned.selector, honestA, outsider));
+        market.voteDispute(honestA, true, "assigned validators are not the committee");
+        _warpToFinal(taskId, 0);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketOpenDisputes.selector, taskId, 0, 1));
+        market.finaliseRound(taskId);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketDisputeNotOpen.selector, honestB));
+        market.resolveDispute(honestB);
+    }
+
+    function test_RevertWhen_DisputeWithoutCommittee() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.validatorsPerCheck = 5; // all five assigned: nobody is left for a committee
+        uint256 other = _createTask(p);
+        for (uint256 i = 0; i < validators.length; ++i) {
+            vm.prank(validators[i]);
+            market.joinTask(other);
+        }
+        uint256 id = _submit(other, 0, trainers[0], 1);
+        _warpToChallenge(other, 0);
+        vm.prank(auditor);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNoCommittee.selector, id));
+        market.dispute(id);
+    }
+
+    function test_RevertWhen_ProposeWrongly() public {
+        vm.prank(validators[0]);
+        vm.expectRevert();
+        market.proposeCheckpoint(taskId, 0, "early");
+        _warpToChallenge(taskId, 0);
+        address[] memory aggregators = market.aggregatorsOf(taskId, 0);
+        address outsider = _unassignedValidator(aggregators);
+        vm.prank(outsider);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAggregator.selector, taskId, 0, outsider));
+        market.proposeCheckpoint(taskId, 0, "c");
+        vm.prank(aggregators[0]);
+        market.proposeCheckpoint(taskId, 0, "c");
+        vm.prank(aggregators[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyProposed.selector, taskId, 0, aggregators[0]));
+        market.proposeCheckpoint(taskId, 0, "d");
+        vm.prank(aggregators[1]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketWrongRound.selector, taskId, 1, 0));
+        market.proposeCheckpoint(taskId, 1, "c");
+        vm.prank(aggregators[1]);
+        market.proposeCheckpoint(taskId, 0, "d");
+        assertEq(market.getRound(taskId, 0).agreedNext, bytes32(0), "split 1-1: no majority of 3");
+        vm.prank(aggregators[2]);
+        market.proposeCheckpoint(taskId, 0, "d");
+        assertEq(market.getRound(taskId, 0).agreedNext, keccak256("d"), "2 of 3");
+    }
+
+    function test_RevertWhen_FinaliseEarlyOrAfterEnd() public {
+        (,, uint256 challengeDeadline) = market.deadlinesOf(taskId, 0);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITaskMarket.MarketOutsideWindow.selector, block.timestamp, challengeDeadline, type(uint256).max
+            )
+        );
+        market.finaliseRound(taskId);
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        _warpToFinal(taskId, 1);
+        market.finaliseRound(taskId);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketTaskEnded.selector, taskId));
+        market.finaliseRound(taskId);
+        vm.prank(trainers[0]);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketTaskEnded.selector, taskId));
+        market.submitWork(taskId, 1, "r", "u", 1, 0);
+    }
+
+    function test_RevertWhen_ClaimOrRefundWrongly() public {
+        vm.prank(auditor);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNothingToClaim.selector, auditor));
+        market.claim();
+        vm.prank(auditor);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotCreator.selector, taskId, auditor));
+        market.refund(taskId);
+        vm.prank(creator);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketTaskNotEnded.selector, taskId));
+        market.refund(taskId);
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        _warpToFinal(taskId, 1);
+        market.finaliseRound(taskId);
+        vm.prank(creator);
+        market.refund(taskId);
+        vm.prank(creator);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNothingToRefund.selector, taskId));
+        market.refund(taskId);
+    }
+
+    /// Safety property 5: nobody withdraws another's credit or submits in another's name.
+    function test_ClaimPaysOnlyTheCaller() public {
+        _attestAll(honestA, true);
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        market.settle(honestA);
+        uint256 owed = market.creditOf(trainers[0]);
+        vm.prank(auditor);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNothingToClaim.selector, auditor));
+        market.claim();
+        assertEq(market.creditOf(trainers[0]), owed, "untouched");
+        uint256 before = token.balanceOf(trainers[0]);
+        vm.prank(trainers[0]);
+        market.claim();
+        assertEq(token.balanceOf(trainers[0]) - before, owed, "paid to its owner");
+    }
+
+    function testFuzz_RoundPaysExactlyItsBudget(uint64 unitsA, uint64 unitsB, uint64 unitsC) public {
+        // Fresh task so units are the fuzzer's.
+        uint256 other = _createTask(_params());
+        for (uint256 i = 0; i < validators.length; ++i) {
+            vm.prank(validators[i]);
+            market.joinTask(other);
+        }
+        uint64[3] memory units = [
+            uint64(bound(unitsA, 1, 1_000_000)), uint64(bound(unitsB, 1, 1_000_000)), uint64(bound(unitsC, 1, 1_000_000))
+        ];
+        uint256[] memory ids = new uint256[](3);
+        // Trainers have 1000 staked and 500 locked by the main task: enough for one more lock each.
+        for (uint256 i = 0; i < 3; ++i) ids[i] = _submit(other, 0, trainers[i], units[i]);
+        _warpToValidate(other, 0);
+        for (uint256 i = 0; i < 3; ++i) _attestAll(ids[i], true);
+        _warpToFinal(other, 0);
+        market.finaliseRound(other);
+        uint256 credited;
+        for (uint256 i = 0; i < 3; ++i) {
+            uint256 before = market.totalCredits();
+            market.settle(ids[i]);
+            credited += market.totalCredits() - before;
+        }
+        assertEq(credited, 500 * TOKEN, "trainer budget + fees, to the wei");
+        _assertMarketConserved(2, 0);
+    }
+}
