@@ -597,6 +597,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
+    function hasProposed(uint256 taskId, uint256 round, address aggregator) external view returns (bool) {
+        return _proposalVoted[keccak256(abi.encode(taskId, round, _rounds[taskId][round].checkpointEpoch, aggregator))];
+    }
+
+    /// @inheritdoc ITaskMarket
     function disputeCommittee(uint256 submissionId) external view returns (address[] memory) {
         Dispute storage d = _disputes[submissionId];
         if (d.disputer == address(0)) return new address[](0);

@@ -313,6 +313,8 @@ interface ITaskMarket {
     function assignedValidators(uint256 submissionId) external view returns (address[] memory);
     /// @notice The round's aggregation committee (empty until the check seed is fixed).
     function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory);
+    /// @notice Whether `aggregator` proposed a checkpoint for `round` since its proposals were last reset.
+    function hasProposed(uint256 taskId, uint256 round, address aggregator) external view returns (bool);
     /// @notice The dispute committee of the submission (empty until the block after the dispute).
     function disputeCommittee(uint256 submissionId) external view returns (address[] memory);
 }

@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {Test} from "../utils/Test.sol";
+import {DevToken} from "../../src/DevToken.sol";
+import {StakeManager} from "../../src/StakeManager.sol";
+import {TaskMarket} from "../../src/TaskMarket.sol";
+import {IStakeManager} from "../../src/interfaces/IStakeManager.sol";
+import {ITaskMarket} from "../../src/interfaces/ITaskMarket.sol";
+
+/// @dev Drives one task through random sequences of stake, unstake, withdraw, submit, attest,
+///      dispute, vote, resolve, propose, finalise, settle, claim, refund and time warps. Every
+///      action checks its preconditions and returns early instead of reverting. Validators 0-3
+///      are honest and diligent (they attest before each deadline the handler crosses);
+///      validator 4 always votes the opposite of the truth, so every committee of 3 drawn from
+///      5 has an honest majority and every dispute committee of 2 at least one honest member.
+contract Handler is Test {
+    uint256 internal constant TOKEN = 1e18;
+
+    DevToken public token;
+    StakeManager public stakes;
+    TaskMarket public market;
+    uint256 public taskId;
+    address public creator;
+    address public auditor;
+    address[] public trainers;
+    address[] public validators;
+    address public liar;
+
+    uint256[] public submissions;
+    mapping(uint256 submissionId => bool) public isCheat;
+    mapping(uint256 submissionId => bool) public settledByHandler;
+
+    // Ghost totals, each the handler's own count, never read back from the contracts' books.
+    uint256 public ghost_openBonds;
+    uint256 public ghost_honestSlashed;
+    uint256 public ghost_sampledCheatsUnslashed;
+    uint256 public ghost_doubleSettles;
+    uint256 public ghost_foreignClaims;
+    uint256 public ghost_maxSubmitGas;
+    uint256 public ghost_maxAttestGas;
+    uint256 public ghost_maxClaimGas;
+    mapping(bytes32 commitment => bool) public ghost_commitmentSeen;
+    uint256 public ghost_commitmentRepeats;
+    /// How far the run got, for the reach check at the end of each run.
+    uint256 public ghost_settles;
+    uint256 public ghost_finalises;
+
+    constructor(uint256 numberOfValidators) {
+        creator = vm.addr(1);
+        auditor = vm.addr(2);
+        for (uint256 i = 0; i < 3; ++i) trainers.push(vm.addr(10 + i));
+        for (uint256 i = 0; i < numberOfValidators; ++i) validators.push(vm.addr(20 + i));
+        liar = validators[numberOfValidators - 1];
+        address[] memory holders = new address[](2 + trainers.length + validators.length);
+        uint256[] memory amounts = new uint256[](holders.length);
+        holders[0] = creator;
+        holders[1] = auditor;
+        for (uint256 i = 0; i < trainers.length; ++i) holders[2 + i] = trainers[i];
+        for (uint256 i = 0; i < validators.length; ++i) holders[2 + trainers.length + i] = validators[i];
+        for (uint256 i = 0; i < holders.length; ++i) amounts[i] = 100_000 * TOKEN;
+        token = new DevToken(holders, amounts);
+        stakes = new StakeManager(token, 50);
+        market = new TaskMarket(token, stakes);
+        stakes.bindMarket(address(market));
+        for (uint256 i = 0; i < holders.length; ++i) {
+            vm.startPrank(holders[i]);
+            token.approve(address(stakes), type(uint256).max);
+            token.approve(address(market), type(uint256).max);
+            vm.stopPrank();
+        }
+        ITaskMarket.TaskParams memory p;
+        p.bounty = uint96(900 * TOKEN);
+        p.rounds = 3;
+        p.sampleRatePpm = 500_000;
+        p.validatorsPerCheck = 3;
+        p.validatorFeeBps = 1000;
+        p.finderShareBps = 5000;
+        p.slashAmount = uint96(300 * TOKEN);
+        p.validatorSlash = uint96(10 * TOKEN);
+        p.minTrainerStake = uint96(300 * TOKEN);
+        p.minValidatorStake = uint96(100 * TOKEN);
+        p.disputeBond = uint96(20 * TOKEN);
+        p.maxWorkUnits = 10_000;
+        p.submitWindow = 100;
+        p.validateWindow = 100;
+        p.challengeWindow = 100;
+        vm.prank(creator);
+        taskId = market.createTask(p, "bafy-model", "bafy-env");
+        for (uint256 i = 0; i < validators.length; ++i) {
+            vm.startPrank(validators[i]);
+            stakes.stake(200 * TOKEN, IStakeManager.Role.Validator);
+            market.joinTask(taskId);
+            vm.stopPrank();
+        }
+        for (uint256 i = 0; i < trainers.length; ++i) {
+            vm.prank(trainers[i]);
+            stakes.stake(700 * TOKEN, IStakeManager.Role.Trainer);
+        }
+    }
+
+    function submissionCount() external view returns (uint256) {
+        return submissions.length;
+    }
+
+    function trainerCount() external view returns (uint256) {
+        return trainers.length;
+    }
+
+    function validatorCount() external view returns (uint256) {
+        return validators.length;
+    }
+
+    // ------------------------------------------------------------ actions
+
+    function stake(uint256 actorSeed, uint256 amount) external {
+        address trainer = trainers[actorSeed % trainers.length];
+        amount = bound(amount, 1, 2000 * TOKEN);
+        if (token.balanceOf(trainer) < amount) return;
+        vm.prank(trainer);
+        stakes.stake(amount, IStakeManager.Role.Trainer);
+    }
+
+    function requestUnstake(uint256 actorSeed, uint256 amount) external {
+        address trainer = trainers[actorSeed % trainers.length];
+        uint256 free = stakes.freeStake(trainer);
+        if (free == 0) return;
+        vm.prank(trainer);
+        stakes.requestUnstake(bound(amount, 1, free));
+    }
+
+    function withdraw(uint256 actorSeed) external {
+        address trainer = trainers[actorSeed % trainers.length];
+        IStakeManager.Account memory account = stakes.accountOf(trainer);
+        if (account.unbonding == 0 || block.timestamp < account.releaseAt) return;
+        vm.prank(trainer);
+        stakes.withdraw();
+    }
+
+    function submit(uint256 actorSeed, uint256 units, bool cheat) external {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (task.ended) return;
+        address trainer = trainers[actorSeed % trainers.length];
+        uint256 round = task.currentRound;
+        (uint256 submitDeadline,,) = market.deadlinesOf(taskId, round);
+        uint256 id = market.submissionIdOf(taskId, round, trainer);
+        if (block.timestamp >= submitDeadline || market.getSubmission(id).workUnits != 0) return;
+        if (stakes.freeStake(trainer) < task.minTrainerStake) return;
+        bytes32 proofs = keccak256(abi.encode(cheat, units));
+        vm.prank(trainer);
+        uint256 gasBefore = gasleft();
+        market.submitWork(taskId, round, "bafy-rollouts", "bafy-update", uint64(bound(units, 1, 10_000)), proofs);
+        _recordMax(gasBefore - gasleft(), 0);
+        submissions.push(id);
+        isCheat[id] = cheat;
+        bytes32 commitment = market.commitmentOf(taskId, round, trainer, proofs);
+        if (ghost_commitmentSeen[commitment]) ++ghost_commitmentRepeats;
+        ghost_commitmentSeen[commitment] = true;
+    }
+
+    /// The liar's attestation, or a diligent validator's early one.
+    function attest(uint256 submissionSeed, uint256 validatorSeed) external {
+        if (submissions.length == 0) return;
+        uint256 id = submissions[submissionSeed % submissions.length];
+        if (!_inAttestWindow(id)) return;
+        _fixSeed();
+        address[] memory assigned = market.assignedValidators(id);
+        if (assigned.length == 0) return;
+        address validator = assigned[validatorSeed % assigned.length];
+        _attestIfNotYet(id, validator, assigned);
+    }
+
+    function dispute(uint256 submissionSeed, bool frivolous) external {
+        for (uint256 k = 0; k < submissions.length; ++k) {
+            uint256 id = submissions[(submissionSeed % submissions.length + k) % submissions.length];
+            if (_tryDispute(id, frivolous)) return;
+        }
+    }
+
+    function _tryDispute(uint256 id, bool frivolous) internal returns (bool) {
+        ITaskMarket.Submission memory sub = market.getSubmission(id);
+        if (sub.disputed || !_inChallengeWindow(id)) return false;
+        (,, address trainer) = _decode(id);
+        address disputer;
+        if (sub.rejected && (!isCheat[id] || frivolous)) disputer = trainer;
+        else if (!sub.rejected && (isCheat[id] || frivolous)) disputer = auditor;
+        if (disputer == address(0) || token.balanceOf(disputer) < 20 * TOKEN) return false;
+        if (_committeeSize(id) == 0) return false;
+        vm.prank(disputer);
+        market.dispute(id);
+        ghost_openBonds += 20 * TOKEN;
+        vm.roll(block.number + 1);
+        return true;
+    }
+
+    function voteDispute(uint256 submissionSeed, uint256 memberSeed) external {
+        if (submissions.length == 0) return;
+        uint256 id = submissions[submissionSeed % submissions.length];
+        ITaskMarket.Dispute memory d = market.getDispute(id);
+        if (!d.open || block.timestamp >= d.deadline) return;
+        address[] memory committee = market.disputeCommittee(id);
+        if (committee.length == 0) return;
+        uint256 j = memberSeed % committee.length;
+        if (d.votedMask & (1 << j) != 0) return;
+        bool valid = committee[j] == liar ? isCheat[id] : !isCheat[id];
+        vm.prank(committee[j]);
+        market.voteDispute(id, valid, "bafy-evidence");
+    }
+
+    function resolveDispute(uint256 submissionSeed) external {
+        if (submissions.length == 0) return;
+        uint256 id = submissions[submissionSeed % submissions.length];
+        ITaskMarket.Dispute memory d = market.getDispute(id);
+        if (!d.open) return;
+        _voteHonestly(id);
+        d = market.getDispute(id);
+        if (block.timestamp < d.deadline) {
+            uint256 size = market.disputeCommittee(id).length;
+            uint256 validVotes = _popcount(d.validMask);
+            uint256 invalidVotes = _popcount(d.votedMask & ~uint256(d.validMask));
+            if (2 * validVotes <= size && 2 * invalidVotes <= size) return;
+        }
+        market.resolveDispute(id);
+        ghost_openBonds -= 20 * TOKEN;
+    }
+
+    function propose(uint256 aggregatorSeed, bool odd) external {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (task.ended) return;
+        uint256 round = task.currentRound;
+        (, uint256 validateDeadline,) = market.deadlinesOf(taskId, round);
+        if (block.timestamp < validateDeadline) return;
+        address[] memory aggregators = market.aggregatorsOf(taskId, round);
+        if (aggregators.length == 0) return;
+        address aggregator = aggregators[aggregatorSeed % aggregators.length];
+        if (market.hasProposed(taskId, round, aggregator)) return;
+        vm.prank(aggregator);
+        market.proposeCheckpoint(taskId, round, odd && aggregator == liar ? "bafy-wrong" : "bafy-next");
+    }
+
+    function finalise() external {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (task.ended) return;
+        (,, uint256 challengeDeadline) = market.deadlinesOf(taskId, task.currentRound);
+        if (block.timestamp < challengeDeadline) return;
+        if (market.getRound(taskId, task.currentRound).openDisputes != 0) return;
+        market.finaliseRound(taskId);
+        ++ghost_finalises;
+    }
+
+    /// Settles the first unsettled submission of a finalised round from the seed on; when every
+    /// one is settled, tries to settle one again.
+    function settle(uint256 submissionSeed) external {
+        uint256 again;
+        for (uint256 k = 0; k < submissions.length; ++k) {
+            uint256 id = submissions[(submissionSeed % submissions.length + k) % submissions.length];
+            (uint256 tid, uint256 round,) = _decode(id);
+            if (!market.getRound(tid, round).finalised) continue;
+            if (!settledByHandler[id]) return _settle(id);
+            again = id;
+        }
+        if (again == 0) return;
+        // Safety property 2: a second settlement must never go through.
+        try market.settle(again) {
+            ++ghost_doubleSettles;
+        } catch {}
+    }
+
+    function _settle(uint256 id) internal {
+        (,, address trainer) = _decode(id);
+        bool sampled = market.isSampled(id);
+        uint256 stakeBefore = _stakeOf(trainer);
+        market.settle(id);
+        settledByHandler[id] = true;
+        ++ghost_settles;
+        bool slashed = _stakeOf(trainer) < stakeBefore;
+        if (slashed && !isCheat[id]) ++ghost_honestSlashed;
+        if (!slashed && isCheat[id] && sampled) ++ghost_sampledCheatsUnslashed;
+    }
+
+    function claim(uint256 actorSeed) external {
+        address account = _anyActor(actorSeed);
+        uint256 owed = market.creditOf(account);
+        if (owed == 0) return;
+        address other = _anyActor(actorSeed + 1);
+        uint256 otherOwed = market.creditOf(other);
+        uint256 before = token.balanceOf(account);
+        vm.prank(account);
+        uint256 gasBefore = gasleft();
+        market.claim();
+        _recordMax(0, gasBefore - gasleft());
+        // Safety property 5: a claim pays its caller what it was owed, and only that.
+        if (token.balanceOf(account) - before != owed) ++ghost_foreignClaims;
+        if (other != account && market.creditOf(other) != otherOwed) ++ghost_foreignClaims;
+    }
+
+    function refund() external {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (!task.ended || task.pool == 0) return;
+        vm.prank(creator);
+        market.refund(taskId);
+    }
+
+    /// Moves time on by up to 150 s, or, with `toNextDeadline`, to the current round's next deadline.
+    function warp(uint256 seconds_, bool toNextDeadline) external {
+        uint256 target = block.timestamp + bound(seconds_, 1, 150);
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (!task.ended) {
+            (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline) =
+                market.deadlinesOf(taskId, task.currentRound);
+            if (toNextDeadline) {
+                if (block.timestamp < submitDeadline) target = submitDeadline;
+                else if (block.timestamp < validateDeadline) target = validateDeadline;
+                else if (block.timestamp < challengeDeadline) target = challengeDeadline;
+            }
+            // Diligent validators: before time passes an attestation deadline, the honest ones attest.
+            if (target >= validateDeadline && block.timestamp < validateDeadline) {
+                if (block.timestamp < submitDeadline) {
+                    vm.warp(submitDeadline);
+                    vm.roll(block.number + 1);
+                }
+                _fixSeed();
+                _attestRoundHonestly(task.currentRound);
+            }
+        }
+        vm.warp(target);
+        vm.roll(block.number + 1);
+    }
+
+    // ------------------------------------------------------------ helpers
+
+    function _attestRoundHonestly(uint256 round) internal {
+        for (uint256 i = 0; i < submissions.length; ++i) {
+            uint256 id = submissions[i];
+            (, uint256 r,) = _decode(id);
+            if (r != round) continue;
+            address[] memory assigned = market.assignedValidators(id);
+            for (uint256 j = 0; j < assigned.length; ++j) {
+                if (assigned[j] != liar) _attestIfNotYet(id, assigned[j], assigned);
+            }
+        }
+    }
+
+    function _attestIfNotYet(uint256 id, address validator, address[] memory assigned) internal {
+        uint256 slot;
+        while (assigned[slot] != validator) ++slot;
+        if (market.getSubmission(id).votedMask & (1 << slot) != 0) return;
+        bool valid = validator == liar ? isCheat[id] : !isCheat[id];
+        vm.prank(validator);
+        uint256 gasBefore = gasleft();
+        market.attest(id, valid, "bafy-evidence");
+        uint256 used = gasBefore - gasleft();
+        if (used > ghost_maxAttestGas) ghost_maxAttestGas = used;
+    }
+
+    /// Honest committee members always vote before a dispute is resolved.
+    function _voteHonestly(uint256 id) internal {
+        ITaskMarket.Dispute memory d = market.getDispute(id);
+        if (block.timestamp >= d.deadline) return;
+        address[] memory committee = market.disputeCommittee(id);
+        for (uint256 j = 0; j < committee.length; ++j) {
+            if (committee[j] == liar || d.votedMask & (1 << j) != 0) continue;
+            vm.prank(committee[j]);
+            market.voteDispute(id, !isCheat[id], "bafy-evidence");
+        }
+    }
+
+    function _fixSeed() internal {
+        if (market.getRound(taskId, market.getTask(taskId).currentRound).checkSeed == 0) market.fixCheckSeed(taskId);
+    }
+
+    function _committeeSize(uint256 id) internal view returns (uint256) {
+        (uint256 tid, uint256 round,) = _decode(id);
+        uint256 n = market.getRound(tid, round).validatorCount;
+        uint256 assigned = market.assignedValidators(id).length;
+        uint256 left = n - assigned;
+        return left < 3 ? left : 3;
+    }
+
+    function _inAttestWindow(uint256 id) internal view returns (bool) {
+        (uint256 tid, uint256 round,) = _decode(id);
+        (uint256 submitDeadline, uint256 validateDeadline,) = market.deadlinesOf(tid, round);
+        return block.timestamp >= submitDeadline && block.timestamp < validateDeadline;
+    }
+
+    function _inChallengeWindow(uint256 id) internal view returns (bool) {
+        (uint256 tid, uint256 round,) = _decode(id);
+        (, uint256 validateDeadline, uint256 challengeDeadline) = market.deadlinesOf(tid, round);
+        return block.timestamp >= validateDeadline && block.timestamp < challengeDeadline;
+    }
+
+    function _anyActor(uint256 seed) internal view returns (address) {
+        uint256 total = trainers.length + validators.length + 1;
+        uint256 i = seed % total;
+        if (i < trainers.length) return trainers[i];
+        if (i < trainers.length + validators.length) return validators[i - trainers.length];
+        return auditor;
+    }
+
+    function _stakeOf(address operator) public view returns (uint256) {
+        IStakeManager.Account memory account = stakes.accountOf(operator);
+        return account.staked + account.unbonding;
+    }
+
+    function _recordMax(uint256 submitGas, uint256 claimGas) internal {
+        if (submitGas > ghost_maxSubmitGas) ghost_maxSubmitGas = submitGas;
+        if (claimGas > ghost_maxClaimGas) ghost_maxClaimGas = claimGas;
+    }
+
+    function _decode(uint256 id) internal pure returns (uint256 tid, uint256 round, address trainer) {
+        tid = id >> 192;
+        round = (id >> 160) & type(uint32).max;
+        trainer = address(uint160(id));
+    }
+
+    function _popcount(uint256 mask) internal pure returns (uint256 count) {
+        while (mask != 0) {
+            mask &= mask - 1;
+            ++count;
+        }
+    }
+}

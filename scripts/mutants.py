@@ -1,0 +1,107 @@
+"""Break the contracts on purpose, one way at a time, and check the invariant suite catches each.
+
+Each mutant is a text replacement in a copy of the Foundry project; the suite must then fail
+the invariant named beside it. Exit status is non-zero unless every mutant is caught.
+Run with `make mutants` (it is part of `make test`).
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKET = "contracts/src/TaskMarket.sol"
+# The platform binary itself: the npm wrapper in node_modules/.bin exits 0 even when tests fail.
+ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
+FORGE = ROOT / f"node_modules/@foundry-rs/forge-linux-{ARCH}/bin/forge"
+
+# (name, file, original text, broken text, the invariant that must fail)
+MUTANTS = [
+    (
+        "fee-not-debited",
+        MARKET,
+        "            rd.feeRemaining -= uint128(share);\n",
+        "",
+        "invariant_tokensConserved",
+    ),
+    ("resettle", MARKET, "        sub.settled = true;\n", "", "invariant_settledAtMostOnce"),
+    (
+        "first-vote-rejects",
+        MARKET,
+        "if (!sub.rejected && 2 * _popcount(sub.invalidMask) > assigned.length) {",
+        "if (!sub.rejected) {",
+        "invariant_honestTrainerNeverSlashed",
+    ),
+    (
+        "unanimity",
+        MARKET,
+        "if (!sub.rejected && 2 * _popcount(sub.invalidMask) > assigned.length) {",
+        "if (!sub.rejected && _popcount(sub.invalidMask) == assigned.length) {",
+        "invariant_sampledCheatAlwaysSlashed",
+    ),
+    (
+        "claim-twice",
+        MARKET,
+        "token.safeTransfer(msg.sender, amount);\n    }\n\n    /// @inheritdoc ITaskMarket\n    function refund",
+        "token.safeTransfer(msg.sender, 2 * amount);\n    }\n\n    /// @inheritdoc ITaskMarket\n    function refund",
+        "invariant_nobodyTakesAnothersFunds",
+    ),
+    (
+        "commitment-without-round",
+        MARKET,
+        "abi.encode(block.chainid, address(this), taskId, round, trainer, proofsDigest)",
+        "abi.encode(block.chainid, address(this), taskId, trainer, proofsDigest)",
+        "invariant_commitmentsNeverRepeat",
+    ),
+    (
+        "attest-loops-validators",
+        MARKET,
+        "        sub.votedMask |= uint16(bit);\n",
+        "        sub.votedMask |= uint16(bit);\n"
+        "        for (uint256 i = 0; i < _validators[taskId].length; ++i) _proposalVotes[bytes32(i)] += 1;\n",
+        "invariant_gasWithinBounds",
+    ),
+]
+
+
+def run_mutant(name: str, file: str, original: str, broken: str, invariant: str) -> bool:
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{name}-") as tmp:
+        work = Path(tmp)
+        shutil.copytree(ROOT / "contracts", work / "contracts", ignore=shutil.ignore_patterns("out", "cache"))
+        shutil.copytree(ROOT / "scripts", work / "scripts")
+        shutil.copy(ROOT / "foundry.toml", work / "foundry.toml")
+        (work / "node_modules").symlink_to(ROOT / "node_modules")
+        target = work / file
+        text = target.read_text()
+        if original not in text:
+            print(f"mutant {name}: its original text is no longer in {file}; update scripts/mutants.py")
+            return False
+        target.write_text(text.replace(original, broken, 1))
+        result = subprocess.run(
+            [str(FORGE), "test", "--match-contract", "TaskMarketInvariantTest"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+        )
+        output = result.stdout + result.stderr
+        # forge prints one JSON line per broken invariant: {"event":"failure","invariant":NAME,...}
+        caught = result.returncode != 0 and f'"invariant":"{invariant}"' in output
+        print(f"mutant {name:28s} {'caught by ' + invariant if caught else 'NOT CAUGHT by ' + invariant}")
+        if not caught:
+            print("\n".join(output.splitlines()[-25:]))
+        return caught
+
+
+def main() -> int:
+    results = [run_mutant(*mutant) for mutant in MUTANTS]
+    print(f"{sum(results)} of {len(results)} mutants caught")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
