@@ -20,7 +20,7 @@ MARKET = "contracts/src/TaskMarket.sol"
 ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
 FORGE = ROOT / f"node_modules/@foundry-rs/forge-linux-{ARCH}/bin/forge"
 
-# (name, file, original text, broken text, the invariant that must fail)
+# (name, file, original text, broken text, the invariant or test that must fail)
 MUTANTS = [
     (
         "fee-not-debited",
@@ -29,7 +29,7 @@ MUTANTS = [
         "",
         "invariant_tokensConserved",
     ),
-    ("resettle", MARKET, "        sub.settled = true;\n", "", "invariant_settledAtMostOnce"),
+    ("resettle", MARKET, "        sub.settled = true;\n", "", "test_RevertWhen_SettleTwiceWhileLockedElsewhere"),
     (
         "first-vote-rejects",
         MARKET,
@@ -83,14 +83,16 @@ def run_mutant(name: str, file: str, original: str, broken: str, invariant: str)
             return False
         target.write_text(text.replace(original, broken, 1))
         result = subprocess.run(
-            [str(FORGE), "test", "--match-contract", "TaskMarketInvariantTest"],
+            [str(FORGE), "test", "--match-contract", "TaskMarketInvariantTest|TaskMarketLifecycleTest"],
             cwd=work,
             capture_output=True,
             text=True,
         )
         output = result.stdout + result.stderr
-        # forge prints one JSON line per broken invariant: {"event":"failure","invariant":NAME,...}
-        caught = result.returncode != 0 and f'"invariant":"{invariant}"' in output
+        # forge prints one JSON line per broken invariant ({"event":"failure","invariant":NAME,...})
+        # and a "[FAIL: ...] NAME()" line per failed unit test.
+        failed_test = any("[FAIL" in line and f"{invariant}(" in line for line in output.splitlines())
+        caught = result.returncode != 0 and (f'"invariant":"{invariant}"' in output or failed_test)
         print(f"mutant {name:28s} {'caught by ' + invariant if caught else 'NOT CAUGHT by ' + invariant}")
         if not caught:
             print("\n".join(output.splitlines()[-25:]))

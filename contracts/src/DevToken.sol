@@ -17,7 +17,9 @@ contract DevToken is ERC20, ERC20Permit {
         ERC20("Crucible Dev Token", "CRU")
         ERC20Permit("Crucible Dev Token")
     {
-        if (holders.length != amounts.length) revert DevTokenLengthMismatch(holders.length, amounts.length);
+        if (holders.length != amounts.length) {
+            revert DevTokenLengthMismatch(holders.length, amounts.length);
+        }
         for (uint256 i = 0; i < holders.length; ++i) {
             _mint(holders[i], amounts[i]);
         }

@@ -117,7 +117,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (round != task.currentRound) revert MarketWrongRound(taskId, round, task.currentRound);
         Round storage rd = _rounds[taskId][round];
         uint256 submitDeadline = uint256(rd.openedAt) + task.submitWindow;
-        if (block.timestamp >= submitDeadline) revert MarketOutsideWindow(block.timestamp, rd.openedAt, submitDeadline);
+        if (block.timestamp >= submitDeadline) {
+            revert MarketOutsideWindow(block.timestamp, rd.openedAt, submitDeadline);
+        }
         if (workUnits == 0 || workUnits > task.maxWorkUnits) {
             revert MarketWorkUnitsOutOfRange(workUnits, task.maxWorkUnits);
         }
@@ -151,7 +153,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Task storage task = _existingTask(taskId);
         Round storage rd = _rounds[taskId][task.currentRound];
         uint256 submitDeadline = uint256(rd.openedAt) + task.submitWindow;
-        if (block.timestamp < submitDeadline) revert MarketOutsideWindow(block.timestamp, submitDeadline, type(uint256).max);
+        if (block.timestamp < submitDeadline) {
+            revert MarketOutsideWindow(block.timestamp, submitDeadline, type(uint256).max);
+        }
         _ensureCheckSeed(taskId, task.currentRound, rd);
     }
 
@@ -201,10 +205,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
         if (sub.rejected != (msg.sender == trainer)) revert MarketDisputeSide(submissionId, msg.sender);
         bytes32 seed = _ensureCheckSeed(taskId, round, rd);
-        uint256 assignedCount = _sampled(seed, submissionId, task.sampleRatePpm)
-            ? _min(task.validatorsPerCheck, rd.validatorCount)
-            : 0;
-        if (_min(task.validatorsPerCheck, rd.validatorCount - assignedCount) == 0) revert MarketNoCommittee(submissionId);
+        uint256 assignedCount =
+            _sampled(seed, submissionId, task.sampleRatePpm) ? _min(task.validatorsPerCheck, rd.validatorCount) : 0;
+        if (_min(task.validatorsPerCheck, rd.validatorCount - assignedCount) == 0) {
+            revert MarketNoCommittee(submissionId);
+        }
         sub.disputed = true;
         Dispute storage d = _disputes[submissionId];
         d.disputer = msg.sender;
@@ -301,7 +306,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (rd.finalised) revert MarketRoundFinalised(taskId, round);
         if (bytes(checkpointCid).length == 0) revert MarketEmptyCid();
         (, uint256 validateDeadline,) = _deadlines(task, rd);
-        if (block.timestamp < validateDeadline) revert MarketOutsideWindow(block.timestamp, validateDeadline, type(uint256).max);
+        if (block.timestamp < validateDeadline) {
+            revert MarketOutsideWindow(block.timestamp, validateDeadline, type(uint256).max);
+        }
         bytes32 seed = _ensureCheckSeed(taskId, round, rd);
         uint256[] memory aggregators = _aggregatorIndices(seed, rd.validatorCount, task.validatorsPerCheck);
         if (_slotBit(aggregators, _validatorSlot[taskId][msg.sender]) == 0) {
@@ -326,7 +333,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         uint256 round = task.currentRound;
         Round storage rd = _rounds[taskId][round];
         (,, uint256 challengeDeadline) = _deadlines(task, rd);
-        if (block.timestamp < challengeDeadline) revert MarketOutsideWindow(block.timestamp, challengeDeadline, type(uint256).max);
+        if (block.timestamp < challengeDeadline) {
+            revert MarketOutsideWindow(block.timestamp, challengeDeadline, type(uint256).max);
+        }
         if (rd.openDisputes != 0) revert MarketOpenDisputes(taskId, round, rd.openDisputes);
         _ensureCheckSeed(taskId, round, rd);
         rd.finalised = true;
@@ -373,7 +382,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         sub.settled = true;
         Task storage task = _tasks[taskId];
         address[] memory assigned = _sampled(rd.checkSeed, submissionId, task.sampleRatePpm)
-            ? _addresses(taskId, _assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck))
+            ? _addresses(
+                taskId, _assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck)
+            )
             : new address[](0);
         Committee memory committee = _upheldCommittee(taskId, submissionId);
         stakeManager.unlock(trainer, task.minTrainerStake);
@@ -381,7 +392,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         uint256 penalties = _settleValidators(taskId, task, rd, sub, submissionId, assigned);
         if (penalties != 0) {
             // Wrong votes pay the committee that overturned them; otherwise they return to the task.
-            uint256 paid = _splitAmong(taskId, committee.members, committee.mask, penalties, CreditKind.CommitteeShare, address(0)
+            uint256 paid = _splitAmong(
+                taskId, committee.members, committee.mask, penalties, CreditKind.CommitteeShare, address(0)
             );
             task.pool += (penalties - paid).toUint96();
         }
@@ -435,7 +447,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         slashed = stakeManager.slash(trainer, task.slashAmount);
         uint256 finderShare = slashed * task.finderShareBps / _BPS;
         uint256 paid = committee.disputer != address(0)
-            ? _splitAmong(taskId, committee.members, committee.mask, finderShare, CreditKind.FinderShare, committee.disputer)
+            ? _splitAmong(
+                taskId, committee.members, committee.mask, finderShare, CreditKind.FinderShare, committee.disputer
+            )
             : _splitAmong(taskId, assigned, invalidMask, finderShare, CreditKind.FinderShare, address(0));
         task.pool += (slashed - paid).toUint96();
     }
@@ -586,14 +600,16 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Round storage rd = _rounds[taskId][round];
         Task storage task = _tasks[taskId];
         if (rd.checkSeed == 0 || !_sampled(rd.checkSeed, submissionId, task.sampleRatePpm)) return new address[](0);
-        return _addresses(taskId, _assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck));
+        return
+            _addresses(taskId, _assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck));
     }
 
     /// @inheritdoc ITaskMarket
     function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory) {
         Round storage rd = _rounds[taskId][round];
         if (rd.checkSeed == 0) return new address[](0);
-        return _addresses(taskId, _aggregatorIndices(rd.checkSeed, rd.validatorCount, _tasks[taskId].validatorsPerCheck));
+        return
+            _addresses(taskId, _aggregatorIndices(rd.checkSeed, rd.validatorCount, _tasks[taskId].validatorsPerCheck));
     }
 
     /// @inheritdoc ITaskMarket
@@ -646,7 +662,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     /// @param rounds The number of rounds.
     /// @param validatorFeeBps The validators' share of a round's budget.
     /// @return Amount in wei.
-    function maxSubmissionReward(uint256 bounty, uint256 rounds, uint256 validatorFeeBps) public pure returns (uint256) {
+    function maxSubmissionReward(uint256 bounty, uint256 rounds, uint256 validatorFeeBps)
+        public
+        pure
+        returns (uint256)
+    {
         uint256 lastRound = bounty - (bounty / rounds) * (rounds - 1);
         return lastRound - lastRound * validatorFeeBps / _BPS;
     }
@@ -688,7 +708,10 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         returns (uint256[] memory)
     {
         return _draw(
-            keccak256(abi.encode(seed, submissionId, "assign")), validatorCount, _min(perCheck, validatorCount), new uint256[](0)
+            keccak256(abi.encode(seed, submissionId, "assign")),
+            validatorCount,
+            _min(perCheck, validatorCount),
+            new uint256[](0)
         );
     }
 
@@ -697,7 +720,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         pure
         returns (uint256[] memory)
     {
-        return _draw(keccak256(abi.encode(seed, "aggregate")), validatorCount, _min(perCheck, validatorCount), new uint256[](0));
+        return _draw(
+            keccak256(abi.encode(seed, "aggregate")), validatorCount, _min(perCheck, validatorCount), new uint256[](0)
+        );
     }
 
     /// @dev The dispute committee: up to `validatorsPerCheck` validators of the round, none of

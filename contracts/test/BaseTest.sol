@@ -26,16 +26,26 @@ abstract contract BaseTest is Test {
     function setUp() public virtual {
         creator = _actor("creator", 1);
         auditor = _actor("auditor", 2);
-        for (uint256 i = 0; i < 3; ++i) trainers.push(_actor(string.concat("trainer", _str(i)), 10 + i));
-        for (uint256 i = 0; i < 5; ++i) validators.push(_actor(string.concat("validator", _str(i)), 20 + i));
+        for (uint256 i = 0; i < 3; ++i) {
+            trainers.push(_actor(string.concat("trainer", _str(i)), 10 + i));
+        }
+        for (uint256 i = 0; i < 5; ++i) {
+            validators.push(_actor(string.concat("validator", _str(i)), 20 + i));
+        }
 
         address[] memory holders = new address[](2 + trainers.length + validators.length);
         uint256[] memory amounts = new uint256[](holders.length);
         holders[0] = creator;
         holders[1] = auditor;
-        for (uint256 i = 0; i < trainers.length; ++i) holders[2 + i] = trainers[i];
-        for (uint256 i = 0; i < validators.length; ++i) holders[2 + trainers.length + i] = validators[i];
-        for (uint256 i = 0; i < holders.length; ++i) amounts[i] = FUNDS;
+        for (uint256 i = 0; i < trainers.length; ++i) {
+            holders[2 + i] = trainers[i];
+        }
+        for (uint256 i = 0; i < validators.length; ++i) {
+            holders[2 + trainers.length + i] = validators[i];
+        }
+        for (uint256 i = 0; i < holders.length; ++i) {
+            amounts[i] = FUNDS;
+        }
         token = new DevToken(holders, amounts);
         stakes = new StakeManager(token, UNBONDING);
         market = new TaskMarket(token, stakes);
@@ -79,7 +89,9 @@ abstract contract BaseTest is Test {
     /// @dev A task with every trainer and validator staked and every validator joined.
     function _readyTask(ITaskMarket.TaskParams memory p) internal returns (uint256 taskId) {
         taskId = _createTask(p);
-        for (uint256 i = 0; i < trainers.length; ++i) _stake(trainers[i], IStakeManager.Role.Trainer, 1000 * TOKEN);
+        for (uint256 i = 0; i < trainers.length; ++i) {
+            _stake(trainers[i], IStakeManager.Role.Trainer, 1000 * TOKEN);
+        }
         for (uint256 i = 0; i < validators.length; ++i) {
             _stake(validators[i], IStakeManager.Role.Validator, 200 * TOKEN);
             vm.prank(validators[i]);
@@ -144,11 +156,17 @@ abstract contract BaseTest is Test {
     ///      the unclaimed credits, to the wei; the stake manager holds every actor's stake.
     function _assertMarketConserved(uint256 taskCount, uint256 openBonds) internal view {
         uint256 expected = market.totalCredits() + openBonds;
-        for (uint256 t = 1; t <= taskCount; ++t) expected += _taskHoldings(t);
+        for (uint256 t = 1; t <= taskCount; ++t) {
+            expected += _taskHoldings(t);
+        }
         assertEq(token.balanceOf(address(market)), expected, "market balance");
         uint256 staked;
-        for (uint256 i = 0; i < trainers.length; ++i) staked += _stakeOf(trainers[i]);
-        for (uint256 i = 0; i < validators.length; ++i) staked += _stakeOf(validators[i]);
+        for (uint256 i = 0; i < trainers.length; ++i) {
+            staked += _stakeOf(trainers[i]);
+        }
+        for (uint256 i = 0; i < validators.length; ++i) {
+            staked += _stakeOf(validators[i]);
+        }
         assertEq(token.balanceOf(address(stakes)), staked, "stake manager balance");
     }
 

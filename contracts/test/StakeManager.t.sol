@@ -39,7 +39,10 @@ contract StakeManagerTest is BaseTest {
         vm.prank(alice);
         vm.expectRevert(
             abi.encodeWithSelector(
-                IStakeManager.StakeRoleMismatch.selector, alice, IStakeManager.Role.Trainer, IStakeManager.Role.Validator
+                IStakeManager.StakeRoleMismatch.selector,
+                alice,
+                IStakeManager.Role.Trainer,
+                IStakeManager.Role.Validator
             )
         );
         stakes.stake(1, IStakeManager.Role.Validator);
@@ -124,7 +127,9 @@ contract StakeManagerTest is BaseTest {
         vm.warp(block.timestamp + UNBONDING - 1);
         vm.prank(alice);
         vm.expectRevert(
-            abi.encodeWithSelector(IStakeManager.StakeNotReleasable.selector, alice, block.timestamp + 1, block.timestamp)
+            abi.encodeWithSelector(
+                IStakeManager.StakeNotReleasable.selector, alice, block.timestamp + 1, block.timestamp
+            )
         );
         stakes.withdraw();
     }
@@ -150,7 +155,10 @@ contract StakeManagerTest is BaseTest {
         vm.prank(address(market));
         vm.expectRevert(
             abi.encodeWithSelector(
-                IStakeManager.StakeRoleMismatch.selector, alice, IStakeManager.Role.Trainer, IStakeManager.Role.Validator
+                IStakeManager.StakeRoleMismatch.selector,
+                alice,
+                IStakeManager.Role.Trainer,
+                IStakeManager.Role.Validator
             )
         );
         stakes.lock(alice, IStakeManager.Role.Validator, 1);

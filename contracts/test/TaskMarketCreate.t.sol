@@ -102,7 +102,9 @@ contract TaskMarketCreateTest is BaseTest {
         vm.prank(creator);
         if (!deters) {
             vm.expectRevert(
-                abi.encodeWithSelector(ITaskMarket.MarketDeterrenceTooLow.selector, p.sampleRatePpm, p.slashAmount, maxReward)
+                abi.encodeWithSelector(
+                    ITaskMarket.MarketDeterrenceTooLow.selector, p.sampleRatePpm, p.slashAmount, maxReward
+                )
             );
         }
         market.createTask(p, "m", "e");

@@ -39,8 +39,12 @@ contract TaskMarketLifecycleTest is BaseTest {
     }
 
     function _claimAll() internal {
-        for (uint256 i = 0; i < trainers.length; ++i) _claimIfAny(trainers[i]);
-        for (uint256 i = 0; i < validators.length; ++i) _claimIfAny(validators[i]);
+        for (uint256 i = 0; i < trainers.length; ++i) {
+            _claimIfAny(trainers[i]);
+        }
+        for (uint256 i = 0; i < validators.length; ++i) {
+            _claimIfAny(validators[i]);
+        }
         _claimIfAny(auditor);
     }
 
@@ -70,10 +74,14 @@ contract TaskMarketLifecycleTest is BaseTest {
         assertEq(market.getRound(taskId, 0).agreedNext, keccak256("bafy-next"), "agreed");
         _warpToFinal(taskId, 0);
         market.finaliseRound(taskId);
-        assertEq(market.getRound(taskId, 1).checkpoint, keccak256("bafy-next"), "round 1 opens on the agreed checkpoint");
+        assertEq(
+            market.getRound(taskId, 1).checkpoint, keccak256("bafy-next"), "round 1 opens on the agreed checkpoint"
+        );
 
         uint256[] memory before = new uint256[](validators.length);
-        for (uint256 i = 0; i < validators.length; ++i) before[i] = token.balanceOf(validators[i]);
+        for (uint256 i = 0; i < validators.length; ++i) {
+            before[i] = token.balanceOf(validators[i]);
+        }
         uint256 cheatStake = stakes.accountOf(trainers[2]).staked;
         _settleAndClaimAll();
 
@@ -95,7 +103,9 @@ contract TaskMarketLifecycleTest is BaseTest {
 
         uint256 creatorBefore = token.balanceOf(creator);
         _finishTask();
-        assertEq(token.balanceOf(creator) - creatorBefore, 250 * TOKEN + 500 * TOKEN, "refund: pool half + idle round 1");
+        assertEq(
+            token.balanceOf(creator) - creatorBefore, 250 * TOKEN + 500 * TOKEN, "refund: pool half + idle round 1"
+        );
         assertEq(token.balanceOf(address(market)), 0, "nothing left in the market");
         _assertMarketConserved(1, 0);
     }
@@ -115,7 +125,9 @@ contract TaskMarketLifecycleTest is BaseTest {
         assertEq(stakes.accountOf(assigned[0]).staked, lazyStake - 10 * TOKEN, "lazy validator slashed lightly");
         assertEq(market.creditOf(assigned[0]), 0, "and paid nothing");
         // Only 3 checks in the round: the two honest finders share 250 plus two thirds of the 50 fee.
-        assertEq(market.creditOf(assigned[1]) + market.creditOf(assigned[2]), 250 * TOKEN + 50 * TOKEN * 2 / 3 + 1, "finders");
+        assertEq(
+            market.creditOf(assigned[1]) + market.creditOf(assigned[2]), 250 * TOKEN + 50 * TOKEN * 2 / 3 + 1, "finders"
+        );
     }
 
     function test_MissingValidatorMarkedAndUnpaid() public {
@@ -155,14 +167,18 @@ contract TaskMarketLifecycleTest is BaseTest {
 
         uint256 stakeBefore = stakes.accountOf(trainers[0]).staked;
         uint256[] memory liarStakes = new uint256[](3);
-        for (uint256 j = 0; j < 3; ++j) liarStakes[j] = stakes.accountOf(liars[j]).staked;
+        for (uint256 j = 0; j < 3; ++j) {
+            liarStakes[j] = stakes.accountOf(liars[j]).staked;
+        }
         market.settle(honestA);
         assertEq(stakes.accountOf(trainers[0]).staked, stakeBefore, "honest trainer's stake intact");
         assertEq(market.creditOf(trainers[0]), 50 * TOKEN + 450 * TOKEN * 300 / 600, "bond back plus its reward");
         for (uint256 j = 0; j < 3; ++j) {
             assertEq(stakes.accountOf(liars[j]).staked, liarStakes[j] - 10 * TOKEN, "lying validator slashed");
         }
-        assertEq(market.creditOf(committee[0]) + market.creditOf(committee[1]), 30 * TOKEN, "committee paid by the liars");
+        assertEq(
+            market.creditOf(committee[0]) + market.creditOf(committee[1]), 30 * TOKEN, "committee paid by the liars"
+        );
     }
 
     function test_FrivolousDisputeLosesBond() public {
@@ -207,9 +223,13 @@ contract TaskMarketLifecycleTest is BaseTest {
         // Finders: the auditor and the two committee members split 250; the auditor also gets its bond.
         uint256 third = 250 * TOKEN / 3;
         assertEq(market.creditOf(auditor), 50 * TOKEN + third + (250 * TOKEN - 3 * third), "bond back and a third");
-        for (uint256 j = 0; j < 3; ++j) assertEq(market.creditOf(lazy[j]), 0, "lazy validators unpaid");
+        for (uint256 j = 0; j < 3; ++j) {
+            assertEq(market.creditOf(lazy[j]), 0, "lazy validators unpaid");
+        }
         assertEq(
-            market.creditOf(committee[0]) + market.creditOf(committee[1]), 2 * third + 30 * TOKEN, "committee: finders + penalties"
+            market.creditOf(committee[0]) + market.creditOf(committee[1]),
+            2 * third + 30 * TOKEN,
+            "committee: finders + penalties"
         );
         _assertMarketConserved(1, 0);
     }
@@ -246,6 +266,20 @@ contract TaskMarketLifecycleTest is BaseTest {
         _warpToFinal(taskId, 0);
         market.finaliseRound(taskId);
         market.settle(cheat);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadySettled.selector, cheat));
+        market.settle(cheat);
+    }
+
+    /// Safety property 2 where only the settled flag protects: the slashed trainer still has
+    /// stake locked by a round-1 submission, so a second settlement would unlock and slash again.
+    /// `make mutants` removes the flag ("resettle") and checks this test then fails.
+    function test_RevertWhen_SettleTwiceWhileLockedElsewhere() public {
+        _attestAll(cheat, false);
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        _submit(taskId, 1, trainers[2], 1);
+        market.settle(cheat);
+        assertEq(stakes.accountOf(trainers[2]).locked, 500 * TOKEN, "round-1 lock still held");
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadySettled.selector, cheat));
         market.settle(cheat);
     }
@@ -431,13 +465,19 @@ contract TaskMarketLifecycleTest is BaseTest {
             market.joinTask(other);
         }
         uint64[3] memory units = [
-            uint64(bound(unitsA, 1, 1_000_000)), uint64(bound(unitsB, 1, 1_000_000)), uint64(bound(unitsC, 1, 1_000_000))
+            uint64(bound(unitsA, 1, 1_000_000)),
+            uint64(bound(unitsB, 1, 1_000_000)),
+            uint64(bound(unitsC, 1, 1_000_000))
         ];
         uint256[] memory ids = new uint256[](3);
         // Trainers have 1000 staked and 500 locked by the main task: enough for one more lock each.
-        for (uint256 i = 0; i < 3; ++i) ids[i] = _submit(other, 0, trainers[i], units[i]);
+        for (uint256 i = 0; i < 3; ++i) {
+            ids[i] = _submit(other, 0, trainers[i], units[i]);
+        }
         _warpToValidate(other, 0);
-        for (uint256 i = 0; i < 3; ++i) _attestAll(ids[i], true);
+        for (uint256 i = 0; i < 3; ++i) {
+            _attestAll(ids[i], true);
+        }
         _warpToFinal(other, 0);
         market.finaliseRound(other);
         uint256 credited;

@@ -82,7 +82,9 @@ contract TaskMarketSubmitTest is BaseTest {
     function test_CommitmentCannotBeReplayed() public {
         bytes32 proofs = keccak256("proofs");
         bytes32 base = market.commitmentOf(taskId, 0, trainers[0], proofs);
-        assertTrue(base == keccak256(abi.encode(block.chainid, address(market), taskId, 0, trainers[0], proofs)), "layout");
+        assertTrue(
+            base == keccak256(abi.encode(block.chainid, address(market), taskId, 0, trainers[0], proofs)), "layout"
+        );
         assertTrue(market.commitmentOf(taskId, 1, trainers[0], proofs) != base, "round");
         assertTrue(market.commitmentOf(taskId + 1, 0, trainers[0], proofs) != base, "task");
         assertTrue(market.commitmentOf(taskId, 0, trainers[1], proofs) != base, "trainer");
@@ -95,7 +97,9 @@ contract TaskMarketSubmitTest is BaseTest {
     function test_FixCheckSeedAfterDeadlineOnly() public {
         (uint256 submitDeadline,,) = market.deadlinesOf(taskId, 0);
         vm.expectRevert(
-            abi.encodeWithSelector(ITaskMarket.MarketOutsideWindow.selector, block.timestamp, submitDeadline, type(uint256).max)
+            abi.encodeWithSelector(
+                ITaskMarket.MarketOutsideWindow.selector, block.timestamp, submitDeadline, type(uint256).max
+            )
         );
         market.fixCheckSeed(taskId);
         uint256 id = _submit(taskId, 0, trainers[0], 1);
@@ -124,7 +128,9 @@ contract TaskMarketSubmitTest is BaseTest {
             market.joinTask(halfTask);
         }
         uint256[] memory ids = new uint256[](3);
-        for (uint256 i = 0; i < 3; ++i) ids[i] = _submit(halfTask, 0, trainers[i], 1);
+        for (uint256 i = 0; i < 3; ++i) {
+            ids[i] = _submit(halfTask, 0, trainers[i], 1);
+        }
         _warpToValidate(halfTask, 0);
         vm.prevrandao(randomness);
         market.fixCheckSeed(halfTask);

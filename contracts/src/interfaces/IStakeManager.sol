@@ -110,5 +110,4 @@ interface IStakeManager {
     /// @param operator The operator.
     /// @return Amount in token wei.
     function freeStake(address operator) external view returns (uint256);
-
 }

@@ -124,7 +124,9 @@ interface ITaskMarket {
     event TaskCreated(
         uint256 indexed taskId, address indexed creator, TaskParams params, string modelCid, string envCid
     );
-    event RoundOpened(uint256 indexed taskId, uint256 indexed round, bytes32 checkpoint, bytes32 workSeed, uint40 openedAt);
+    event RoundOpened(
+        uint256 indexed taskId, uint256 indexed round, bytes32 checkpoint, bytes32 workSeed, uint40 openedAt
+    );
     event ValidatorJoined(uint256 indexed taskId, address indexed validator, uint256 index);
     event ValidatorLeft(uint256 indexed taskId, address indexed validator);
     event WorkSubmitted(
@@ -140,7 +142,9 @@ interface ITaskMarket {
     event CheckSeedFixed(uint256 indexed taskId, uint256 indexed round, bytes32 checkSeed, uint32 validatorCount);
     event Attested(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
     event SubmissionRejected(uint256 indexed submissionId);
-    event Disputed(uint256 indexed submissionId, address indexed disputer, bool claimValid, uint256 bond, uint64 deadline);
+    event Disputed(
+        uint256 indexed submissionId, address indexed disputer, bool claimValid, uint256 bond, uint64 deadline
+    );
     event DisputeVoted(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
     event DisputeResolved(uint256 indexed submissionId, bool upheld, bool rejected);
     event CheckpointProposed(
@@ -148,7 +152,12 @@ interface ITaskMarket {
     );
     event CheckpointAgreed(uint256 indexed taskId, uint256 indexed round, bytes32 digest, string checkpointCid);
     event RoundFinalised(
-        uint256 indexed taskId, uint256 indexed round, uint96 includedUnits, uint256 trainerBudget, uint256 feeBudget, bytes32 nextCheckpoint
+        uint256 indexed taskId,
+        uint256 indexed round,
+        uint96 includedUnits,
+        uint256 trainerBudget,
+        uint256 feeBudget,
+        bytes32 nextCheckpoint
     );
     event Settled(uint256 indexed submissionId, bool rejected, uint256 reward, uint256 slashed);
     event ValidatorMissed(uint256 indexed submissionId, address indexed validator);

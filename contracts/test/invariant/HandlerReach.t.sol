@@ -18,10 +18,15 @@ contract HandlerReachTest is Test {
         handler.warp(0, true);
         handler.warp(0, true);
         handler.finalise();
-        for (uint256 i = 0; i < 3; ++i) handler.settle(0);
+        for (uint256 i = 0; i < 3; ++i) {
+            handler.settle(0);
+        }
         assertEq(handler.ghost_settles(), 3, "all three settled");
         assertTrue(handler.market().totalCredits() > 0, "credits paid");
-        for (uint256 i = 0; i < 9; ++i) handler.claim(i);
+        for (uint256 i = 0; i < 9; ++i) {
+            handler.claim(i);
+        }
         assertEq(handler.market().totalCredits(), 0, "all claimed");
     }
 }
+
