@@ -1,0 +1,1 @@
+"""The `crucible` command line: parses arguments and calls into protocol/, node/ and validator/."""

@@ -1,0 +1,115 @@
+"""`crucible devnet up|down|status` and `crucible deploy`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cli.context import confirm_or_abort, context
+from cli.output import emit_json, key_value_table, stderr, stdout
+from protocol import devnet
+from protocol.accounts import load_signer
+from protocol.chain import Chain
+from protocol.config import devnet_settings
+from protocol.deployment import DEFAULT_UNBONDING_S, DEVNET_UNBONDING_S, Deployment, deploy, is_live
+from protocol.values import format_tokens
+
+app = typer.Typer(no_args_is_help=True, help="Start, stop and inspect the local Anvil devnet.")
+
+JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
+
+
+def _ensure_deployed(chain: Chain, path: Path) -> tuple[Deployment, bool]:
+    if path.exists():
+        existing = Deployment.load(path)
+        if is_live(chain, existing):
+            return existing, False
+    settings = devnet_settings()
+    deployer = load_signer("dev0")
+    deployment = deploy(chain, deployer, token_holders=settings.dev_addresses, unbonding_period_s=DEVNET_UNBONDING_S)
+    deployment.save(path)
+    return deployment, True
+
+
+@app.command()
+def up(
+    ctx: typer.Context,
+    port: int = typer.Option(None, "--port", help="Port for Anvil (default: anvil.env's)."),
+    json_output: bool = JSON,
+) -> None:
+    """Start Anvil in the background, deploy the contracts, fund dev0-dev9 and write the address book."""
+    cli = context(ctx)
+    current = devnet.up(port)
+    cli.rpc = current.rpc_url
+    chain = cli.chain()
+    deployment, deployed = _ensure_deployed(chain, cli.deployment_file())
+    addresses = {"DevToken": deployment.DevToken, "StakeManager": deployment.StakeManager, "TaskMarket": deployment.TaskMarket}
+    if json_output:
+        emit_json(
+            {
+                "rpc_url": current.rpc_url,
+                "chain_id": chain.chain_id,
+                "pid": current.pid,
+                "state_dir": current.state_dir,
+                "deployment": str(cli.deployment_file()),
+                "deployed": deployed,
+                "addresses": addresses,
+            }
+        )
+        return
+    crucible = cli.crucible()
+    rows = [("RPC", current.rpc_url), ("chain id", chain.chain_id), ("pid", current.pid), ("state", current.state_dir)]
+    rows += [(name, address) for name, address in addresses.items()]
+    rows.append(("address book", f"{cli.deployment_file()} ({'written' if deployed else 'already deployed'})"))
+    rows.append(("dev0-dev9", f"{format_tokens(crucible.balance_of(devnet_settings().dev_addresses[0]), crucible.decimals, crucible.symbol)} each at start"))
+    stdout.print(key_value_table("Devnet up", rows))
+
+
+@app.command()
+def down(json_output: bool = JSON) -> None:
+    """Stop the background Anvil; its state stays in the state folder for the next `up`."""
+    stopped = devnet.down()
+    if json_output:
+        emit_json({"stopped": stopped})
+    else:
+        stdout.print("devnet stopped" if stopped else "devnet was not running")
+
+
+@app.command()
+def status(json_output: bool = JSON) -> None:
+    """Say whether the background Anvil runs."""
+    current = devnet.status()
+    if json_output:
+        emit_json(current)
+    elif current.running:
+        stdout.print(f"devnet running at {current.rpc_url} (pid {current.pid}, state in {current.state_dir})")
+    else:
+        stdout.print("devnet not running")
+
+
+def deploy_command(
+    ctx: typer.Context,
+    account: str = typer.Option(..., "--account", help="Deployer: devN, env, a keystore name or address."),
+    token: str = typer.Option(None, "--token", help="An existing ERC-20 to use (default: deploy a DevToken)."),
+    unbonding: int = typer.Option(DEFAULT_UNBONDING_S, "--unbonding", help="Unbonding period in seconds."),
+    out: Path = typer.Option(None, "--out", help="Address book to write (default: deployments/<chainId>.json)."),
+    yes: bool = typer.Option(False, "--yes", help="Do not ask before sending."),
+    json_output: bool = JSON,
+) -> None:
+    """Deploy the contracts to any EVM chain (--rpc) and write its address book."""
+    cli = context(ctx)
+    chain = cli.chain()
+    signer = cli.signer(account)
+    path = out or cli.deployment_file()
+    confirm_or_abort(f"Deploy Crucible to chain {chain.chain_id} at {chain.rpc_url} from {signer.address}?", yes)
+    stderr.print(f"deploying to chain {chain.chain_id} ...")
+    deployment = deploy(chain, signer, token=token, unbonding_period_s=unbonding)
+    deployment.save(path)
+    if json_output:
+        emit_json({"chain_id": chain.chain_id, "deployment": str(path), "addresses": deployment})
+    else:
+        stdout.print(key_value_table(f"Deployed to chain {chain.chain_id}", [
+            ("Token", deployment.Token), ("StakeManager", deployment.StakeManager),
+            ("TaskMarket", deployment.TaskMarket), ("address book", path),
+        ]))  # fmt: skip

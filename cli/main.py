@@ -1,0 +1,62 @@
+"""The `crucible` entry point: global options, command groups, and one line per error."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import typer
+
+from cli import account, devnet, stake, task
+from cli.context import CliContext
+from cli.output import stderr
+from protocol.errors import CrucibleError
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Crucible: verifiable, incentivised decentralised RL training on an EVM chain.",
+)
+app.add_typer(devnet.app, name="devnet")
+app.add_typer(task.app, name="task")
+app.add_typer(stake.app, name="stake")
+app.add_typer(account.app, name="account")
+app.command("deploy")(devnet.deploy_command)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    rpc: str = typer.Option(None, "--rpc", help="RPC URL (default: the running devnet, else anvil.env)."),
+    deployment: Path = typer.Option(None, "--deployment", help="Address book (default: deployments/<chainId>.json)."),
+) -> None:
+    """Global options come before the command."""
+    ctx.obj = CliContext(rpc=rpc, deployment_path=deployment)
+
+
+@app.command()
+def demo(json_output: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout.")) -> None:
+    """Walk one task's whole lifecycle on a private devnet and print what happened."""
+    from cli.demo import run_demo
+
+    run_demo(json_output)
+
+
+def run() -> None:
+    """Runs the CLI; a CrucibleError becomes one line on stderr and exit status 1."""
+    try:
+        app(standalone_mode=False)
+    except CrucibleError as error:
+        stderr.print(f"error: {error}", markup=False, highlight=False)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        stderr.print("aborted: nothing was sent")
+        sys.exit(1)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except KeyboardInterrupt:
+        stderr.print("interrupted")
+        sys.exit(130)

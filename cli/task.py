@@ -1,0 +1,258 @@
+"""`crucible task create|list|show|refund`."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from cli.context import CliContext, confirm_or_abort, context
+from cli.output import emit_json, key_value_table, stderr, stdout
+from protocol.cid import cid_of_bytes, keep_local_copy
+from protocol.client import Crucible
+from protocol.errors import ConfigError
+from protocol.ids import decode_submission_id
+from protocol.params import BPS, PPM, TaskParams, max_submission_reward
+from protocol.values import checked_cid, format_tokens, from_wei
+
+app = typer.Typer(no_args_is_help=True, help="Create, list, show and refund tasks.")
+
+JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
+ACCOUNT = typer.Option("dev0", "--account", help="devN, env, a keystore name or address.")
+YES = typer.Option(False, "--yes", help="Do not ask before sending.")
+
+
+def _fraction(value: float, name: str, scale: int, allow_zero: bool = True) -> int:
+    if not (0 <= value <= 1) or (not allow_zero and value == 0):
+        raise ConfigError(f"{name} must be {'in (0, 1]' if not allow_zero else 'in [0, 1]'}, got {value}")
+    return round(Decimal(str(value)) * scale)
+
+
+def _env_cid(env: str) -> str:
+    path = Path(env)
+    if path.exists():
+        data = path.read_bytes()
+        try:
+            json.loads(data)
+        except ValueError as error:
+            raise ConfigError(f"environment spec {path} is not JSON: {error}") from None
+        cid = cid_of_bytes(data)
+        keep_local_copy(data, cid)
+        return cid
+    if env.endswith(".json") or "/" in env:
+        raise ConfigError(f"no such environment spec file: {env}")
+    return checked_cid(env, "environment CID")
+
+
+@app.command()
+def create(
+    ctx: typer.Context,
+    model: str = typer.Option(..., "--model", help="CID of the initial checkpoint manifest."),
+    env: str = typer.Option(..., "--env", help="CID of the environment spec, or a JSON file (its CID is computed)."),
+    bounty: str = typer.Option(..., "--bounty", help="Bounty in whole tokens, escrowed now."),
+    rounds: int = typer.Option(..., "--rounds", help="Number of rounds."),
+    sample_rate: float = typer.Option(0.5, "--sample-rate", help="Probability a submission is checked, in (0, 1]."),
+    slash: str = typer.Option(None, "--slash", help="Trainer slash in tokens (default: the least that deters)."),
+    validators_per_check: int = typer.Option(3, "--validators-per-check", help="Validators per sampled submission (1-16)."),
+    min_stake: str = typer.Option(None, "--min-stake", help="Stake a trainer locks per submission (default: the slash)."),
+    min_validator_stake: str = typer.Option(None, "--min-validator-stake", help="Stake a validator locks (default: --min-stake / 10)."),
+    validator_slash: str = typer.Option(None, "--validator-slash", help="Slash of a validator whose vote lost (default: slash / 10)."),
+    dispute_bond: str = typer.Option(None, "--dispute-bond", help="Bond of a dispute (default: slash / 10)."),
+    validator_fee: float = typer.Option(0.1, "--validator-fee", help="Share of each round's budget for validators."),
+    finder_share: float = typer.Option(0.5, "--finder-share", help="Share of a slash paid to those who found the fault."),
+    max_work_units: int = typer.Option(1_000_000, "--max-work-units", help="Most tokens one submission may claim."),
+    submit_window: int = typer.Option(300, "--submit-window", help="Seconds from a round's opening to its submission deadline."),
+    validate_window: int = typer.Option(300, "--validate-window", help="Seconds for attestations."),
+    challenge_window: int = typer.Option(300, "--challenge-window", help="Seconds for disputes."),
+    account: str = ACCOUNT,
+    yes: bool = YES,
+    json_output: bool = JSON,
+) -> None:
+    """Create a task: shows the deterrence ratio, asks, escrows the bounty and prints the task id."""
+    checked_cid(model, "model CID")
+    env_cid = _env_cid(env)
+    cli = context(ctx)
+    crucible = cli.crucible()
+    decimals = crucible.decimals
+    bounty_wei = cli.tokens(bounty, "bounty")
+    if rounds < 1:
+        raise ConfigError(f"--rounds must be at least 1, got {rounds}")
+    sample_ppm = _fraction(sample_rate, "--sample-rate", PPM, allow_zero=False)
+    fee_bps = _fraction(validator_fee, "--validator-fee", BPS)
+    max_reward = max_submission_reward(bounty_wei, rounds, fee_bps)
+    if slash is None:
+        # The least slash p*S >= (1-p)*R allows, rounded up to a whole token.
+        least = math.ceil((PPM - sample_ppm) * max_reward / sample_ppm) if max_reward else 1
+        unit = 10**decimals
+        slash_wei = max(unit, -(-least // unit) * unit)
+    else:
+        slash_wei = cli.tokens(slash, "slash")
+    min_stake_wei = cli.tokens(min_stake, "min stake") if min_stake is not None else slash_wei
+    try:
+        params = TaskParams(
+            bounty_wei=bounty_wei,
+            rounds=rounds,
+            sample_rate_ppm=sample_ppm,
+            validators_per_check=validators_per_check,
+            validator_fee_bps=fee_bps,
+            finder_share_bps=_fraction(finder_share, "--finder-share", BPS),
+            slash_wei=slash_wei,
+            validator_slash_wei=cli.tokens(validator_slash, "validator slash") if validator_slash else slash_wei // 10,
+            min_trainer_stake_wei=min_stake_wei,
+            min_validator_stake_wei=(
+                cli.tokens(min_validator_stake, "min validator stake") if min_validator_stake else min_stake_wei // 10
+            ),
+            dispute_bond_wei=cli.tokens(dispute_bond, "dispute bond") if dispute_bond else slash_wei // 10,
+            max_work_units=max_work_units,
+            submit_window_s=submit_window,
+            validate_window_s=validate_window,
+            challenge_window_s=challenge_window,
+        )
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "parameters"
+        raise ConfigError(f"task parameters refused: {where}: {first['msg']}") from None
+    ratio = params.deterrence
+    symbol = crucible.symbol
+    summary = (
+        f"deterrence ratio p*S/((1-p)*R) = {ratio:.3f} with p = {sample_rate}, "
+        f"S = {format_tokens(params.slash_wei, decimals, symbol)}, R = {format_tokens(params.max_reward_wei, decimals, symbol)}"
+    )
+    if not params.deters:
+        raise ConfigError(f"{summary}: below 1, cheating would pay; raise --slash or --sample-rate (nothing sent)")
+    signer = cli.signer(account)
+    crucible.require_balance(signer.address, bounty_wei, "bounty")
+    stderr.print(summary)
+    confirm_or_abort(f"Create the task, escrowing {format_tokens(bounty_wei, decimals, symbol)} from {signer.address}?", yes)
+    task_id = crucible.create_task(signer, params, model, env_cid)
+    if json_output:
+        emit_json({"task_id": task_id, "env_cid": env_cid, "deterrence_ratio": ratio if ratio != float("inf") else None})
+    else:
+        stdout.print(f"created task {task_id}")
+
+
+@app.command("list")
+def list_(ctx: typer.Context, json_output: bool = JSON) -> None:
+    """List every task."""
+    crucible = context(ctx).crucible()
+    tasks = [(task_id, crucible.task(task_id)) for task_id in range(1, crucible.task_count() + 1)]
+    decimals = crucible.decimals
+    if json_output:
+        emit_json({"tasks": [
+            {"task_id": task_id, "creator": task.creator, "bounty": from_wei(task.bounty, decimals),
+             "rounds": task.rounds, "current_round": task.current_round, "ended": task.ended,
+             "refundable": from_wei(task.pool, decimals)}
+            for task_id, task in tasks
+        ]})  # fmt: skip
+        return
+    table = Table("id", "creator", "bounty", "round", "state", title="Tasks", title_justify="left")
+    for task_id, task in tasks:
+        state = "ended" if task.ended else "running"
+        table.add_row(str(task_id), task.creator, format_tokens(task.bounty, decimals, crucible.symbol),
+                      f"{task.current_round + 1}/{task.rounds}", state)  # fmt: skip
+    stdout.print(table if tasks else "no tasks yet")
+
+
+def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
+    """Returns a task with its rounds and submissions as plain data (tokens as decimals)."""
+    task = crucible.task(task_id)
+    decimals = crucible.decimals
+
+    def tokens(value: int) -> Decimal:
+        return from_wei(value, decimals)
+
+    rounds = []
+    for index in range(task.current_round + 1):
+        state = crucible.round(task_id, index)
+        deadlines = crucible.deadlines(task_id, index)
+        submissions = []
+        for event in crucible.submissions(task_id, index):
+            sid = int(event["submissionId"])
+            sub = crucible.submission(sid)
+            submissions.append({
+                "submission_id": str(sid), "trainer": decode_submission_id(sid)[2],
+                "rollout_cid": event["rolloutCid"], "update_cid": event["updateCid"], "work_units": sub.work_units,
+                "sampled": crucible.is_sampled(sid), "assigned": crucible.assigned_validators(sid),
+                "votes": bin(sub.voted_mask).count("1"), "invalid_votes": bin(sub.invalid_mask).count("1"),
+                "rejected": sub.rejected, "disputed": sub.disputed, "settled": sub.settled,
+            })  # fmt: skip
+        rounds.append({
+            "round": index, "opened_at": state.opened_at, "submit_deadline": deadlines.submit,
+            "validate_deadline": deadlines.validate, "challenge_deadline": deadlines.challenge,
+            "work_seed": state.work_seed, "check_seed": state.check_seed, "checkpoint": state.checkpoint,
+            "agreed_next": state.agreed_next, "finalised": state.finalised, "included_units": state.included_units,
+            "open_disputes": state.open_disputes, "submissions": submissions,
+        })  # fmt: skip
+    return {
+        "task_id": task_id, "creator": task.creator, "bounty": tokens(task.bounty), "rounds": task.rounds,
+        "current_round": task.current_round, "ended": task.ended, "refundable": tokens(task.pool),
+        "sample_rate": task.sample_rate_ppm / PPM, "validators_per_check": task.validators_per_check,
+        "slash": tokens(task.slash_amount), "validator_slash": tokens(task.validator_slash),
+        "min_trainer_stake": tokens(task.min_trainer_stake), "min_validator_stake": tokens(task.min_validator_stake),
+        "dispute_bond": tokens(task.dispute_bond), "validator_fee": task.validator_fee_bps / BPS,
+        "finder_share": task.finder_share_bps / BPS, "max_work_units": task.max_work_units,
+        "windows_s": {"submit": task.submit_window_s, "validate": task.validate_window_s, "challenge": task.challenge_window_s},
+        "validators": crucible.validators_of(task_id), "round_details": rounds,
+    }  # fmt: skip
+
+
+@app.command()
+def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id."), json_output: bool = JSON) -> None:
+    """Show a task, its rounds and its submissions."""
+    crucible = context(ctx).crucible()
+    document = task_document(crucible, task_id)
+    if json_output:
+        emit_json(document)
+        return
+    symbol = crucible.symbol
+    stdout.print(key_value_table(f"Task {task_id}", [
+        ("creator", document["creator"]), ("bounty", f"{document['bounty']} {symbol}"),
+        ("round", f"{document['current_round'] + 1} of {document['rounds']}" + (" (ended)" if document["ended"] else "")),
+        ("sample rate", document["sample_rate"]), ("validators per check", document["validators_per_check"]),
+        ("slash", f"{document['slash']} {symbol}"), ("min trainer stake", f"{document['min_trainer_stake']} {symbol}"),
+        ("windows (s)", "submit {submit}, validate {validate}, challenge {challenge}".format(**document["windows_s"])),
+        ("validators", len(document["validators"])), ("refundable now", f"{document['refundable']} {symbol}"),
+    ]))  # fmt: skip
+    for round_doc in document["round_details"]:
+        table = Table("trainer", "units", "sampled", "votes (invalid)", "outcome", "settled",
+                      title=f"Round {round_doc['round']}" + (" (final)" if round_doc["finalised"] else ""),
+                      title_justify="left")  # fmt: skip
+        for sub in round_doc["submissions"]:
+            outcome = "rejected" if sub["rejected"] else "included"
+            table.add_row(sub["trainer"], str(sub["work_units"]), "yes" if sub["sampled"] else "no",
+                          f"{sub['votes']} ({sub['invalid_votes']})", outcome + (" (disputed)" if sub["disputed"] else ""),
+                          "yes" if sub["settled"] else "no")  # fmt: skip
+        stdout.print(table if round_doc["submissions"] else f"Round {round_doc['round']}: no submissions")
+
+
+@app.command()
+def refund(
+    ctx: typer.Context,
+    task_id: int = typer.Argument(..., help="Task id."),
+    account: str = ACCOUNT,
+    yes: bool = YES,
+    json_output: bool = JSON,
+) -> None:
+    """Take back what an ended task did not pay out (the creator only)."""
+    cli: CliContext = context(ctx)
+    crucible = cli.crucible()
+    task = crucible.task(task_id)
+    signer = cli.signer(account)
+    if signer.address != task.creator:
+        raise ConfigError(f"only the creator {task.creator} can refund task {task_id}")
+    if not task.ended:
+        raise ConfigError(f"task {task_id} has not ended: round {task.current_round + 1} of {task.rounds} is open")
+    if task.pool == 0:
+        raise ConfigError(f"task {task_id} has nothing to refund")
+    confirm_or_abort(f"Refund {format_tokens(task.pool, crucible.decimals, crucible.symbol)} of task {task_id}?", yes)
+    amount = crucible.refund(signer, task_id)
+    if json_output:
+        emit_json({"task_id": task_id, "refunded": from_wei(amount, crucible.decimals)})
+    else:
+        stdout.print(f"refunded {format_tokens(amount, crucible.decimals, crucible.symbol)} of task {task_id}")

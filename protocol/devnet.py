@@ -1,0 +1,169 @@
+"""The local devnet: a background Anvil with its state, log and pid under the state folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.config import REPO_ROOT, crucible_home, devnet_settings
+from protocol.errors import ChainError
+
+_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def foundry_binary(tool: str) -> Path:
+    """Returns the Foundry platform binary from node_modules (not the npm wrapper, which loses exit codes)."""
+    arch = _ARCH.get(platform.machine().lower())
+    path = REPO_ROOT / "node_modules" / "@foundry-rs" / f"{tool}-linux-{arch}" / "bin" / tool
+    if arch is None or not path.exists():
+        raise ChainError(f"{tool} is not installed at {path}: run `make setup`")
+    return path
+
+
+def free_port() -> int:
+    """Returns a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for_rpc(rpc_url: str, timeout_s: float = 20.0) -> None:
+    """Waits until `rpc_url` answers eth_chainId."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.post(rpc_url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
+            if response.status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise ChainError(f"Anvil did not answer at {rpc_url} within {timeout_s:.0f} s")
+
+
+def start_anvil(port: int, log_path: Path, state_path: Path | None = None, detach: bool = False) -> subprocess.Popen[bytes]:
+    """Starts Anvil on 127.0.0.1:`port` with the devnet's chain id and mnemonic; waits until it answers."""
+    settings = devnet_settings()
+    command = [
+        str(foundry_binary("anvil")),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--chain-id", str(settings.chain_id),
+        "--mnemonic", settings.mnemonic,
+    ]  # fmt: skip
+    if state_path is not None:
+        command += ["--state", str(state_path), "--state-interval", "5"]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach
+        )
+    try:
+        wait_for_rpc(f"http://127.0.0.1:{port}")
+    except ChainError:
+        process.kill()
+        raise
+    return process
+
+
+@dataclass(frozen=True)
+class DevnetStatus:
+    """What `crucible devnet status` reports."""
+
+    running: bool
+    rpc_url: str
+    pid: int | None
+    state_dir: str
+
+
+def devnet_dir() -> Path:
+    """Returns the folder holding the devnet's state, log and pid."""
+    return crucible_home() / "devnet"
+
+
+def _pid_file() -> Path:
+    return devnet_dir() / "anvil.pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped) still answers signal 0.
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+def status() -> DevnetStatus:
+    """Returns whether the background devnet runs."""
+    settings = devnet_settings()
+    pid: int | None = None
+    if _pid_file().exists():
+        pid = json.loads(_pid_file().read_text())["pid"]
+    running = pid is not None and _alive(pid)
+    rpc_url = f"http://127.0.0.1:{json.loads(_pid_file().read_text())['port']}" if running else settings.rpc_url
+    return DevnetStatus(running=running, rpc_url=rpc_url, pid=pid if running else None, state_dir=str(devnet_dir()))
+
+
+def up(port: int | None = None) -> DevnetStatus:
+    """Starts the background Anvil unless it runs; its state persists in the state folder."""
+    current = status()
+    if current.running:
+        return current
+    settings = devnet_settings()
+    port = port or settings.port
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            raise ChainError(f"port {port} is taken by another process: stop it or pass --port")
+    directory = devnet_dir()
+    process = start_anvil(port, directory / "anvil.log", directory / "state.json", detach=True)
+    _pid_file().write_text(json.dumps({"pid": process.pid, "port": port}))
+    return status()
+
+
+def down() -> bool:
+    """Stops the background Anvil (it saves its state on the way out); returns whether one ran."""
+    current = status()
+    if not current.running or current.pid is None:
+        _pid_file().unlink(missing_ok=True)
+        return False
+    os.kill(current.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while _alive(current.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(current.pid):
+        os.kill(current.pid, signal.SIGKILL)
+    _pid_file().unlink(missing_ok=True)
+    return True
+
+
+def advance_time(chain: object, seconds: int) -> None:
+    """Moves a devnet's clock on by `seconds` and mines a block (Anvil's evm_increaseTime)."""
+    from protocol.chain import Chain
+
+    assert isinstance(chain, Chain)
+    chain.w3.provider.make_request("evm_increaseTime", [seconds])  # type: ignore[arg-type]
+    chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+
+
+def warp_to(chain: object, timestamp: int) -> None:
+    """Moves a devnet's clock to `timestamp` (if it is in the future) and mines a block there."""
+    from protocol.chain import Chain
+
+    assert isinstance(chain, Chain)
+    now = chain.w3.eth.get_block("latest")["timestamp"]
+    if timestamp > now:
+        chain.w3.provider.make_request("evm_setNextBlockTimestamp", [timestamp])  # type: ignore[arg-type]
+    chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]

@@ -1,0 +1,40 @@
+"""One exception root for Crucible; the CLI turns each into one line and an exit code."""
+
+from __future__ import annotations
+
+
+class CrucibleError(Exception):
+    """Anything Crucible reports to a user as a single line."""
+
+
+class ConfigError(CrucibleError):
+    """Bad input: a malformed address, CID or amount, a missing file, a parameter out of range."""
+
+
+class ChainError(CrucibleError):
+    """The chain could not be used: RPC unreachable, wrong chain id, missing deployment."""
+
+
+class TransactionError(ChainError):
+    """A transaction was refused, failed or was not mined in time."""
+
+
+class ContractRevert(TransactionError):
+    """A contract call reverted; `name` and `args` are the decoded custom error."""
+
+    def __init__(self, name: str, args: dict[str, object], message: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.args_by_name = args
+
+
+class AccountError(CrucibleError):
+    """An account could not be found or unlocked."""
+
+
+class ArtifactError(CrucibleError):
+    """Content that does not match its CID, or could not be fetched."""
+
+
+class VerificationError(CrucibleError):
+    """A verification check could not be run."""

@@ -1,0 +1,88 @@
+"""A task's numbers as typed data, checked with the same rules the chain applies."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, model_validator
+
+PPM = 1_000_000
+BPS = 10_000
+UINT96_MAX = 2**96 - 1
+UINT32_MAX = 2**32 - 1
+
+
+def max_submission_reward(bounty_wei: int, rounds: int, validator_fee_bps: int) -> int:
+    """Returns the most one submission can earn: the largest round's trainer budget."""
+    last_round = bounty_wei - (bounty_wei // rounds) * (rounds - 1)
+    return last_round - last_round * validator_fee_bps // BPS
+
+
+def deterrence_ratio(sample_rate_ppm: int, slash_wei: int, max_reward_wei: int) -> float:
+    """Returns p*S / ((1-p)*R) (infinite when every submission is checked or nothing can be won)."""
+    gain = (PPM - sample_rate_ppm) * max_reward_wei
+    return sample_rate_ppm * slash_wei / gain if gain else float("inf")
+
+
+def deters(sample_rate_ppm: int, slash_wei: int, max_reward_wei: int) -> bool:
+    """Whether p*S >= (1-p)*R, in exact integers as the chain checks it."""
+    return sample_rate_ppm * slash_wei >= (PPM - sample_rate_ppm) * max_reward_wei
+
+
+class TaskParams(BaseModel):
+    """The numbers of `TaskMarket.createTask`, in base units and seconds."""
+
+    bounty_wei: int = Field(gt=0, le=UINT96_MAX, description="Escrowed bounty, split evenly across rounds.")
+    rounds: int = Field(ge=1, le=2**16 - 1, description="Number of rounds.")
+    sample_rate_ppm: int = Field(gt=0, le=PPM, description="Probability a submission is checked, per million.")
+    validators_per_check: int = Field(ge=1, le=16, description="Validators assigned to each sampled submission.")
+    validator_fee_bps: int = Field(ge=0, le=BPS, description="Share of each round's budget for validators' checks.")
+    finder_share_bps: int = Field(ge=0, le=BPS, description="Share of a trainer's slash paid to those who found it.")
+    slash_wei: int = Field(gt=0, le=UINT96_MAX, description="Slash of a trainer whose work is proven invalid.")
+    validator_slash_wei: int = Field(ge=0, le=UINT96_MAX, description="Slash of a validator whose vote lost.")
+    min_trainer_stake_wei: int = Field(ge=0, le=UINT96_MAX, description="Unlocked stake a trainer needs to submit.")
+    min_validator_stake_wei: int = Field(ge=0, le=UINT96_MAX, description="Stake a validator locks to join.")
+    dispute_bond_wei: int = Field(ge=0, le=UINT96_MAX, description="Bond a dispute carries.")
+    max_work_units: int = Field(gt=0, le=UINT32_MAX, description="Most tokens one submission may claim.")
+    submit_window_s: int = Field(gt=0, le=UINT32_MAX, description="Seconds from a round's opening to its submission deadline.")
+    validate_window_s: int = Field(gt=0, le=UINT32_MAX, description="Seconds for validators to attest.")
+    challenge_window_s: int = Field(gt=0, le=UINT32_MAX, description="Seconds for disputes; also a dispute's voting time.")
+
+    @model_validator(mode="after")
+    def _slash_is_collectable(self) -> TaskParams:
+        if self.min_trainer_stake_wei < self.slash_wei:
+            raise ValueError("min trainer stake must be at least the slash, or the slash could not be collected")
+        return self
+
+    @property
+    def max_reward_wei(self) -> int:
+        """The most one submission can earn."""
+        return max_submission_reward(self.bounty_wei, self.rounds, self.validator_fee_bps)
+
+    @property
+    def deterrence(self) -> float:
+        """p*S / ((1-p)*R), which the chain requires to be at least 1."""
+        return deterrence_ratio(self.sample_rate_ppm, self.slash_wei, self.max_reward_wei)
+
+    @property
+    def deters(self) -> bool:
+        """Whether the chain's deterrence check accepts these numbers."""
+        return deters(self.sample_rate_ppm, self.slash_wei, self.max_reward_wei)
+
+    def as_contract_tuple(self) -> tuple[int, ...]:
+        """Returns the fields in `ITaskMarket.TaskParams` order."""
+        return (
+            self.bounty_wei,
+            self.rounds,
+            self.sample_rate_ppm,
+            self.validators_per_check,
+            self.validator_fee_bps,
+            self.finder_share_bps,
+            self.slash_wei,
+            self.validator_slash_wei,
+            self.min_trainer_stake_wei,
+            self.min_validator_stake_wei,
+            self.dispute_bond_wei,
+            self.max_work_units,
+            self.submit_window_s,
+            self.validate_window_s,
+            self.challenge_window_s,
+        )

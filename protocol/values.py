@@ -1,0 +1,55 @@
+"""Checks and conversions for what users type: addresses, CIDs, token amounts."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from eth_utils import is_address, to_checksum_address
+from multiformats import CID
+
+from protocol.errors import ConfigError
+
+
+def checked_address(text: str, what: str = "address") -> str:
+    """Returns the checksummed form of an EVM address, or raises ConfigError naming it."""
+    if not isinstance(text, str) or not is_address(text):
+        raise ConfigError(f"malformed {what}: {text!r} is not a 20-byte hex address")
+    return to_checksum_address(text)
+
+
+def checked_cid(text: str, what: str = "CID") -> str:
+    """Returns the CID unchanged when it parses as CIDv0 or CIDv1, else raises ConfigError."""
+    try:
+        CID.decode(text)
+    except Exception:
+        raise ConfigError(f"malformed {what}: {text!r} is not a CID") from None
+    return text
+
+
+def to_wei(amount: str | int | Decimal, decimals: int, what: str = "amount") -> int:
+    """Returns whole tokens (`"12.5"`) as integer base units, refusing negative or too-precise values."""
+    try:
+        value = Decimal(str(amount))
+    except InvalidOperation:
+        raise ConfigError(f"malformed {what}: {amount!r} is not a number") from None
+    if not value.is_finite() or value < 0:
+        raise ConfigError(f"{what} must be a non-negative number, got {amount!r}")
+    scaled = value.scaleb(decimals)
+    if scaled != scaled.to_integral_value():
+        raise ConfigError(f"{what} {amount} has more than {decimals} decimals")
+    return int(scaled)
+
+
+def from_wei(amount_wei: int, decimals: int) -> Decimal:
+    """Returns base units as whole tokens, exactly, without an exponent (`1000`, `12.5`)."""
+    value = Decimal(amount_wei).scaleb(-decimals).normalize()
+    return value.quantize(Decimal(1)) if value == value.to_integral_value() else value
+
+
+def format_tokens(amount_wei: int, decimals: int, symbol: str = "") -> str:
+    """Returns a readable amount: `1,234.5 CRU`."""
+    value = from_wei(amount_wei, decimals)
+    text = f"{value:,f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text} {symbol}".strip()
