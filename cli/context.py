@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,12 +82,16 @@ def address_of(account: str) -> str:
 
 
 def confirm_or_abort(question: str, yes: bool) -> None:
-    """Asks on stderr unless --yes; a no (or no terminal) aborts with nothing sent."""
+    """Asks on stderr unless --yes; a no (or no input) aborts with nothing sent.
+
+    click's confirm writes part of its prompt to stdout, which would break `--json` output.
+    """
     if yes:
         return
-    try:
-        agreed = typer.confirm(question, default=False, err=True)
-    except typer.Abort:
-        agreed = False
-    if not agreed:
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline() if sys.stdin is not None else ""
+    if not answer.endswith("\n"):
+        sys.stderr.write("\n")
+    if answer.strip().lower() not in ("y", "yes"):
         raise ConfigError("not confirmed: nothing was sent (pass --yes to skip the question)")

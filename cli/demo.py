@@ -34,13 +34,11 @@ def _cid(document: dict[str, Any]) -> str:
 def run_demo(json_output: bool) -> None:
     """Runs the walkthrough and prints a summary (or one JSON document)."""
     with tempfile.TemporaryDirectory(prefix="crucible-demo-") as tmp:
-        port = devnet.free_port()
-        anvil = devnet.start_anvil(port, Path(tmp) / "anvil.log")
+        anvil = devnet.start_private_anvil(Path(tmp) / "anvil.log")
         try:
-            summary = _walk(Chain(f"http://127.0.0.1:{port}"), quiet=json_output)
+            summary = _walk(Chain(anvil.rpc_url), quiet=json_output)
         finally:
-            anvil.terminate()
-            anvil.wait(timeout=10)
+            anvil.stop()
     if json_output:
         emit_json(summary)
         return

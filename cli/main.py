@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import click
 import typer
 
 from cli import account, devnet, stake, task
@@ -51,12 +50,17 @@ def run() -> None:
     except CrucibleError as error:
         stderr.print(f"error: {error}", markup=False, highlight=False)
         sys.exit(1)
-    except click.exceptions.Abort:
+    except typer.Abort:
         stderr.print("aborted: nothing was sent")
         sys.exit(1)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
+    except typer.TyperException as error:
+        # Usage errors (typer vendors click, so its exceptions are typer's own).
+        show = getattr(error, "show", None)
+        if callable(show):
+            show()
+        else:
+            stderr.print(f"error: {error}", markup=False)
+        sys.exit(int(getattr(error, "exit_code", 2)))
     except KeyboardInterrupt:
         stderr.print("interrupted")
         sys.exit(130)

@@ -75,6 +75,26 @@ def start_anvil(port: int, log_path: Path, state_path: Path | None = None, detac
     return process
 
 
+@dataclass
+class AnvilNode:
+    """An Anvil this process started (tests, the demo)."""
+
+    rpc_url: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """Stops it and waits for it to exit."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def start_private_anvil(log_path: Path) -> AnvilNode:
+    """Starts an Anvil on a free port, for one test session or one demo."""
+    port = free_port()
+    return AnvilNode(f"http://127.0.0.1:{port}", port, start_anvil(port, log_path))
+
+
 @dataclass(frozen=True)
 class DevnetStatus:
     """What `crucible devnet status` reports."""

@@ -9,6 +9,8 @@ from multiformats import CID
 
 from protocol.errors import ConfigError
 
+UINT256_MAX = 2**256 - 1
+
 
 def checked_address(text: str, what: str = "address") -> str:
     """Returns the checksummed form of an EVM address, or raises ConfigError naming it."""
@@ -35,6 +37,8 @@ def to_wei(amount: str | int | Decimal, decimals: int, what: str = "amount") -> 
     if not value.is_finite() or value < 0:
         raise ConfigError(f"{what} must be a non-negative number, got {amount!r}")
     scaled = value.scaleb(decimals)
+    if scaled.adjusted() > 78 or scaled > UINT256_MAX:
+        raise ConfigError(f"{what} {amount} is too large for a token amount")
     if scaled != scaled.to_integral_value():
         raise ConfigError(f"{what} {amount} has more than {decimals} decimals")
     return int(scaled)

@@ -32,6 +32,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     mapping(uint256 taskId => mapping(uint256 round => Round)) private _rounds;
     mapping(uint256 submissionId => Submission) private _submissions;
     mapping(uint256 submissionId => Dispute) private _disputes;
+    // slither-disable-next-line uninitialized-state
     mapping(uint256 taskId => address[]) private _validators;
     /// @dev A validator's index in `_validators[taskId]` plus one; zero when not joined (or left).
     mapping(uint256 taskId => mapping(address validator => uint256)) private _validatorSlot;
@@ -339,11 +340,14 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (rd.openDisputes != 0) revert MarketOpenDisputes(taskId, round, rd.openDisputes);
         _ensureCheckSeed(taskId, round, rd);
         rd.finalised = true;
+        // The division first is the point: every round gets the floor, the last one the remainder.
+        // slither-disable-next-line divide-before-multiply
         uint256 budget = task.bounty / task.rounds;
+        // slither-disable-next-line divide-before-multiply
         if (round == task.rounds - 1) budget = task.bounty - budget * (task.rounds - 1);
         uint256 feeBudget = budget * task.validatorFeeBps / _BPS;
         uint256 trainerBudget = budget - feeBudget;
-        uint256 unallocated;
+        uint256 unallocated = 0;
         if (rd.includedUnits != 0) {
             rd.unitsRemaining = rd.includedUnits;
             rd.trainerBudgetRemaining = uint128(trainerBudget);
@@ -373,6 +377,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     // ---------------------------------------------------------------- payments
 
     /// @inheritdoc ITaskMarket
+    // The external calls here go to the StakeManager, an immutable contract of this protocol with no
+    // callbacks; with `nonReentrant` on every paying entry point, the writes after them are safe.
+    // slither-disable-next-line reentrancy-no-eth,reentrancy-benign,reentrancy-events
     function settle(uint256 submissionId) external nonReentrant {
         (uint256 taskId, uint256 round, address trainer) = _decode(submissionId);
         Submission storage sub = _existingSubmission(submissionId);
@@ -436,6 +443,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
 
     /// @dev Slashes the trainer; the finders' share goes to the validators who voted invalid, or,
     ///      when a dispute proved the fault, to the committee's majority and the disputer.
+    // The external calls here go to the StakeManager, an immutable contract of this protocol with no
+    // callbacks; with `nonReentrant` on every paying entry point, the writes after them are safe.
+    // slither-disable-next-line reentrancy-no-eth,reentrancy-benign,reentrancy-events
     function _slashTrainer(
         uint256 taskId,
         Task storage task,
@@ -470,6 +480,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
 
     /// @dev Pays each assigned validator that voted with the final outcome its check fee; slashes
     ///      each that voted against it and marks each that did not vote. Returns the slashes' sum.
+    // The external calls here go to the StakeManager, an immutable contract of this protocol with no
+    // callbacks; with `nonReentrant` on every paying entry point, the writes after them are safe.
+    // slither-disable-next-line reentrancy-no-eth,reentrancy-benign,reentrancy-events
     function _settleValidators(
         uint256 taskId,
         Task storage task,
@@ -667,6 +680,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         pure
         returns (uint256)
     {
+        // slither-disable-next-line divide-before-multiply
         uint256 lastRound = bounty - (bounty / rounds) * (rounds - 1);
         return lastRound - lastRound * validatorFeeBps / _BPS;
     }
@@ -698,6 +712,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         return keccak256(abi.encode(filedHash, submissionId, "dispute"));
     }
 
+    // Sampling and assignment draw from chain randomness fixed after every submission was sent,
+    // the protocol's stated source (docs/contracts.md discusses its bias); nothing better is on chain.
+    // slither-disable-next-line weak-prng
     function _sampled(bytes32 seed, uint256 submissionId, uint256 sampleRatePpm) private pure returns (bool) {
         return uint256(keccak256(abi.encode(seed, submissionId, "sample"))) % _PPM < sampleRatePpm;
     }
@@ -750,19 +767,21 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (count == 0) return chosen;
         if (n <= _SHUFFLE_LIMIT) {
             uint256[] memory candidates = new uint256[](n);
-            uint256 m;
+            uint256 m = 0;
             for (uint256 i = 0; i < n; ++i) {
                 if (!_contains(excluded, excluded.length, i)) candidates[m++] = i;
             }
             for (uint256 j = 0; j < count; ++j) {
+                // slither-disable-next-line weak-prng
                 uint256 r = j + uint256(keccak256(abi.encode(seed, j))) % (m - j);
                 (candidates[j], candidates[r]) = (candidates[r], candidates[j]);
                 chosen[j] = candidates[j];
             }
             return chosen;
         }
-        uint256 filled;
+        uint256 filled = 0;
         for (uint256 attempt = 0; filled < count; ++attempt) {
+            // slither-disable-next-line weak-prng
             uint256 index = uint256(keccak256(abi.encode(seed, attempt))) % n;
             if (!_contains(excluded, excluded.length, index) && !_contains(chosen, filled, index)) {
                 chosen[filled++] = index;
@@ -772,6 +791,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
 
     function _contains(uint256[] memory values, uint256 length, uint256 value) private pure returns (bool) {
         for (uint256 i = 0; i < length; ++i) {
+            // slither-disable-next-line incorrect-equality
             if (values[i] == value) return true;
         }
         return false;
@@ -811,7 +831,10 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             if (mask & (1 << j) != 0) ++count;
         }
         if (count == 0 || amount == 0) return 0;
+        // The remainder is computed from the floored share on purpose: it goes to one member.
+        // slither-disable-next-line divide-before-multiply
         uint256 share = amount / count;
+        // slither-disable-next-line divide-before-multiply
         uint256 remainder = amount - share * count;
         if (extra != address(0)) {
             _credit(taskId, extra, share + remainder, kind);

@@ -1,0 +1,84 @@
+# Crucible: `make demo` runs the main job, `make test` runs every test. Both install what is
+# missing first; a second run finds the stamps and skips the installs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+ARCH := $(shell uname -m | sed -e 's/x86_64/amd64/' -e 's/aarch64/arm64/')
+# The platform binaries themselves: the npm wrappers in node_modules/.bin exit 0 when tests fail.
+FOUNDRY_BIN := $(CURDIR)/node_modules/@foundry-rs/forge-linux-$(ARCH)/bin
+FORGE := $(FOUNDRY_BIN)/forge
+VENV := .venv
+PY := $(VENV)/bin/python
+SLITHER_VENV := .tools/slither
+PY_STAMP := $(VENV)/.installed
+TORCH_STAMP := $(VENV)/.torch-toploc
+NODE_STAMP := node_modules/.installed
+SLITHER_STAMP := $(SLITHER_VENV)/.installed
+BUILD_STAMP := contracts/out/.built
+CONTRACT_SOURCES := $(shell find contracts/src -name '*.sol') foundry.toml
+
+.PHONY: help setup build demo test lint test-contracts mutants test-python clean
+
+help:
+	@echo "make demo   install what is missing, then walk a task's lifecycle on a devnet"
+	@echo "make test   install what is missing, then run lint, forge tests, the mutation check and pytest"
+
+setup: $(PY_STAMP) $(NODE_STAMP) $(SLITHER_STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# torch first (the CPU build on this machine's disk), then toploc built from its sdist against it:
+# the toploc wheel's extensions do not load beside torch 2.13 (see ../shared/TOOLCHAIN.md).
+$(TORCH_STAMP):
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip==25.3
+	$(VENV)/bin/pip install -q torch==2.13.0 setuptools==84.2.1 numpy==2.4.6
+	$(VENV)/bin/pip install -q --no-build-isolation --no-binary toploc toploc==0.1.6
+	@touch $@
+
+$(PY_STAMP): pyproject.toml $(TORCH_STAMP)
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	@touch $@
+
+# Slither pins its own web3 (7.x), so it lives in a virtual environment of its own.
+$(SLITHER_STAMP):
+	python3 -m venv $(SLITHER_VENV)
+	$(SLITHER_VENV)/bin/pip install -q --upgrade pip==25.3
+	$(SLITHER_VENV)/bin/pip install -q slither-analyzer==0.11.6 crytic-compile==0.4.2
+	@touch $@
+
+build: $(BUILD_STAMP)
+
+# --sizes fails the build when a contract is over the 24 KiB limit.
+$(BUILD_STAMP): $(CONTRACT_SOURCES) $(NODE_STAMP)
+	$(FORGE) build --sizes | grep -E '^\| (TaskMarket|StakeManager|DevToken) '
+	@touch $@
+
+demo: setup build
+	$(VENV)/bin/crucible demo
+
+lint: setup build
+	$(VENV)/bin/ruff format --check protocol cli node validator tests scripts bench
+	$(VENV)/bin/ruff check protocol cli node validator tests scripts bench
+	$(VENV)/bin/mypy
+	$(FORGE) fmt --check contracts
+	PATH="$(FOUNDRY_BIN):$$PATH" $(SLITHER_VENV)/bin/slither . --compile-force-framework foundry \
+		--filter-paths "node_modules|contracts/test" \
+		--exclude-informational --exclude-low --exclude-optimization --fail-medium
+
+test-contracts: setup build
+	$(FORGE) test
+
+mutants: setup build
+	$(PY) scripts/mutants.py
+
+test-python: setup build
+	$(PY) -m pytest
+
+test: lint test-contracts mutants test-python
+
+clean:
+	rm -rf contracts/out contracts/cache crytic-export .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,60 @@
+"""Shared fixtures: a real Anvil on a free port, freshly deployed contracts, an isolated state folder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from protocol import devnet
+from protocol.accounts import Signer, load_signer
+from protocol.chain import Chain
+from protocol.client import Crucible
+from protocol.config import devnet_settings
+from protocol.deployment import Deployment, deploy
+from protocol.devnet import AnvilNode
+
+
+@pytest.fixture(autouse=True)
+def crucible_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own state folder (keystores, devnet files, local copies)."""
+    home = tmp_path / "crucible-home"
+    monkeypatch.setenv("CRUCIBLE_HOME", str(home))
+    monkeypatch.delenv("CRUCIBLE_PRIVATE_KEY", raising=False)
+    monkeypatch.delenv("CRUCIBLE_PASSWORD", raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilNode]:
+    """One real Anvil for the test session, on a free port."""
+    node = devnet.start_private_anvil(tmp_path_factory.mktemp("anvil") / "anvil.log")
+    yield node
+    node.stop()
+
+
+@pytest.fixture
+def chain(anvil: AnvilNode) -> Chain:
+    """A fresh connection to the session's Anvil."""
+    return Chain(anvil.rpc_url, expected_chain_id=devnet_settings().chain_id)
+
+
+@pytest.fixture
+def dev() -> list[Signer]:
+    """Anvil's ten dev accounts as signers."""
+    return [load_signer(f"dev{i}") for i in range(10)]
+
+
+@pytest.fixture
+def deployment(chain: Chain, dev: list[Signer], tmp_path: Path) -> Deployment:
+    """Freshly deployed contracts (new addresses for every test), their address book saved."""
+    result = deploy(chain, dev[0], token_holders=tuple(s.address for s in dev), unbonding_period_s=120)
+    result.save(tmp_path / "deployment.json")
+    return result
+
+
+@pytest.fixture
+def crucible(chain: Chain, deployment: Deployment) -> Crucible:
+    """Typed access to the freshly deployed contracts."""
+    return Crucible(chain, deployment)

@@ -1,0 +1,109 @@
+"""The chain layer against a real Anvil: concurrent senders, retries, confirmations, reverts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from protocol import devnet
+from protocol.accounts import Signer
+from protocol.chain import Chain
+from protocol.client import Crucible, Role
+from protocol.devnet import AnvilNode
+from protocol.errors import ChainError, ContractRevert
+
+pytestmark = pytest.mark.integration
+TOKEN = 10**18
+
+
+def test_concurrent_senders_share_one_key(crucible: Crucible, dev: list[Signer]) -> None:
+    """Twenty transfers from one key on four threads: every nonce used once, every transfer mined."""
+    recipient = dev[9].address
+    before = crucible.balance_of(recipient)
+    start_nonce = crucible.chain.w3.eth.get_transaction_count(dev[1].address)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        receipts = list(pool.map(lambda i: crucible.transfer(dev[1], recipient, TOKEN + i), range(20)))
+    assert all(receipt["status"] == 1 for receipt in receipts)
+    assert crucible.balance_of(recipient) - before == sum(TOKEN + i for i in range(20))
+    assert crucible.chain.w3.eth.get_transaction_count(dev[1].address) == start_nonce + 20
+
+
+def test_two_processes_worth_of_senders_resynchronise(anvil: AnvilNode, crucible: Crucible, dev: list[Signer]) -> None:
+    """A second Chain object (another process, say) using the same key does not wedge the first."""
+    other = Crucible(Chain(anvil.rpc_url), crucible.deployment)
+    crucible.transfer(dev[2], dev[9].address, 1)
+    other.transfer(dev[2], dev[9].address, 1)
+    crucible.transfer(dev[2], dev[9].address, 1)  # its cached nonce is stale: it must resync
+    other.transfer(dev[2], dev[9].address, 1)
+
+
+def test_transport_errors_are_retried_until_the_node_answers(tmp_path: Path) -> None:
+    """The RPC comes up 0.6 s after the first request: the backoff retries carry the call through."""
+    port = devnet.free_port()
+    holder: dict[str, object] = {}
+
+    def start_later() -> None:
+        time.sleep(0.6)
+        holder["process"] = devnet.start_anvil(port, tmp_path / "late.log")
+
+    thread = threading.Thread(target=start_later)
+    thread.start()
+    try:
+        chain = Chain(f"http://127.0.0.1:{port}", retries=8, backoff_s=0.1)
+        assert chain.chain_id == 31337
+    finally:
+        thread.join()
+        process = holder.get("process")
+        if process is not None:
+            process.terminate()  # type: ignore[attr-defined]
+            process.wait(timeout=10)  # type: ignore[attr-defined]
+
+
+def test_unreachable_rpc_is_one_clear_error() -> None:
+    port = devnet.free_port()
+    with pytest.raises(ChainError, match=f"RPC endpoint http://127.0.0.1:{port} is unreachable"):
+        Chain(f"http://127.0.0.1:{port}", retries=2, backoff_s=0.01)
+
+
+def test_wrong_chain_id_refused(anvil: AnvilNode) -> None:
+    with pytest.raises(ChainError, match="chain id 31337, expected 1"):
+        Chain(anvil.rpc_url, expected_chain_id=1)
+
+
+def test_receipt_waits_for_confirmation_depth(anvil: AnvilNode, crucible: Crucible, dev: list[Signer]) -> None:
+    deep = Chain(anvil.rpc_url, confirmations=3, poll_interval_s=0.02)
+    stop = threading.Event()
+
+    def mine() -> None:
+        while not stop.wait(0.05):
+            deep.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+
+    miner = threading.Thread(target=mine)
+    miner.start()
+    try:
+        receipt = Crucible(deep, crucible.deployment).transfer(dev[3], dev[9].address, 1)
+        assert deep.w3.eth.block_number - receipt["blockNumber"] >= 3
+    finally:
+        stop.set()
+        miner.join()
+
+
+def test_custom_errors_decoded(crucible: Crucible, dev: list[Signer]) -> None:
+    with pytest.raises(ContractRevert) as caught:
+        crucible.join_task(dev[4], 42)
+    assert caught.value.name == "MarketUnknownTask"
+    assert caught.value.args_by_name == {"taskId": 42}
+    crucible.stake(dev[4], 10 * TOKEN, Role.VALIDATOR)
+    with pytest.raises(ContractRevert, match="StakeRoleMismatch.*staked for another role"):
+        crucible.stake(dev[4], TOKEN, Role.TRAINER)
+    with pytest.raises(ContractRevert, match="StakeInsufficientFree"):
+        crucible.request_unstake(dev[4], 11 * TOKEN)
+
+
+def test_reverted_view_decoded(crucible: Crucible) -> None:
+    with pytest.raises(ContractRevert, match="MarketUnknownTask"):
+        crucible.deadlines(7, 0)

@@ -1,0 +1,176 @@
+"""The `crucible` command run as a user runs it: real subprocesses against a real devnet."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from protocol import devnet
+from protocol.config import devnet_settings
+
+pytestmark = pytest.mark.integration
+CRUCIBLE = str(Path(sys.executable).parent / "crucible")
+MODEL_CID = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+# Everything any run printed, to check that no key ever appears.
+TRANSCRIPT: list[str] = []
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict[str, object]:
+        data: dict[str, object] = json.loads(self.stdout)
+        return data
+
+
+def crucible(home: Path, *args: str, deployment: Path | None = None, rpc: str | None = None) -> Result:
+    prefix = [*(["--deployment", str(deployment)] if deployment else []), *(["--rpc", rpc] if rpc else [])]
+    env = {**os.environ, "CRUCIBLE_HOME": str(home)}
+    done = subprocess.run(
+        [CRUCIBLE, *prefix, *args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120
+    )
+    TRANSCRIPT.extend([done.stdout, done.stderr])
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+@dataclass
+class Devnet:
+    home: Path
+    deployment: Path
+    rpc_url: str
+
+    def run(self, *args: str) -> Result:
+        return crucible(self.home, *args, deployment=self.deployment)
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
+    """`crucible devnet up` on a free port, with its own state folder and address book."""
+    home = tmp_path_factory.mktemp("home")
+    deployment = home / "31337.json"
+    port = devnet.free_port()
+    up = crucible(home, "devnet", "up", "--port", str(port), "--json", deployment=deployment)
+    assert up.code == 0, up.stderr
+    document = up.json()
+    assert document["rpc_url"] == f"http://127.0.0.1:{port}"
+    assert set(document["addresses"]) == {"DevToken", "StakeManager", "TaskMarket"}  # type: ignore[arg-type]
+    yield Devnet(home, deployment, str(document["rpc_url"]))
+    assert crucible(home, "devnet", "down", "--json").json() == {"stopped": True}
+
+
+def assert_one_line_error(result: Result, fragment: str) -> None:
+    assert result.code != 0
+    assert result.stdout == "", "nothing on stdout when a command fails"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_devnet_status_and_address_book(net: Devnet) -> None:
+    status = net.run("devnet", "status", "--json").json()
+    assert status["running"] is True and status["rpc_url"] == net.rpc_url
+    book = json.loads(net.deployment.read_text())
+    assert book["chainId"] == 31337 and {"DevToken", "StakeManager", "TaskMarket"} <= set(book)
+    # A second `up` finds it running and deployed: nothing new is deployed.
+    again = net.run("devnet", "up", "--json").json()
+    assert again["deployed"] is False and again["addresses"]["TaskMarket"] == book["TaskMarket"]  # type: ignore[index]
+
+
+def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
+    staked = net.run("stake", "deposit", "250", "--role", "validator", "--account", "dev5", "--yes", "--json").json()
+    assert staked["staked"] == "250" and staked["role"] == "validator"
+    shown = net.run("stake", "show", "dev5", "--json").json()
+    assert (shown["staked"], shown["unbonding"], shown["locked"]) == ("250", "0", "0")
+
+    env_file = tmp_path / "env.json"
+    env_file.write_text(json.dumps({"environment": "arithmetic", "schema_version": 1}))
+    created = net.run(
+        "task", "create", "--model", MODEL_CID, "--env", str(env_file), "--bounty", "100", "--rounds", "2",
+        "--account", "dev0", "--yes", "--json",
+    ).json()  # fmt: skip
+    task_id = created["task_id"]
+    assert isinstance(task_id, int) and created["deterrence_ratio"] >= 1  # type: ignore[operator]
+    listed = net.run("task", "list", "--json").json()
+    assert any(task["task_id"] == task_id for task in listed["tasks"])  # type: ignore[attr-defined]
+    shown_task = net.run("task", "show", str(task_id), "--json").json()
+    assert shown_task["bounty"] == "100" and shown_task["rounds"] == 2 and shown_task["sample_rate"] == 0.5
+    human = net.run("task", "show", str(task_id))
+    assert human.code == 0 and f"Task {task_id}" in human.stdout
+
+    unstaked = net.run("stake", "unstake", "50", "--account", "dev5", "--yes", "--json").json()
+    assert (unstaked["staked"], unstaked["unbonding"]) == ("200", "50")
+    assert_one_line_error(net.run("stake", "withdraw", "--account", "dev5"), "nothing to withdraw yet")
+
+
+def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) -> None:
+    before = net.run("task", "list", "--json").json()["tasks"]
+    dev1 = devnet_settings().dev_addresses[1]
+    assert_one_line_error(net.run("task", "show", "99"), "unknown task 99")
+    assert_one_line_error(
+        net.run("stake", "deposit", "99999999", "--role", "trainer", "--account", "dev1", "--yes"), "over the balance"
+    )
+    assert_one_line_error(net.run("stake", "deposit", "1", "--role", "miner", "--account", "dev1", "--yes"), "unknown role")
+    assert_one_line_error(net.run("stake", "show", "0x1234"), "malformed address")
+    create = ["task", "create", "--env", MODEL_CID, "--bounty", "100", "--rounds", "2", "--account", "dev0", "--yes"]
+    assert_one_line_error(net.run(*create, "--model", "not-a-cid"), "malformed model CID")
+    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--sample-rate", "0.1", "--slash", "1"), "cheating would pay")
+    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "5000000"), "over the balance")
+    # Without --yes and with no answer: the deterrence ratio is shown, the question asked, nothing sent.
+    unconfirmed = net.run(*[arg for arg in create if arg != "--yes"], "--model", MODEL_CID)
+    assert unconfirmed.code == 1 and unconfirmed.stdout == ""
+    shown, asked, refused = unconfirmed.stderr.strip().splitlines()
+    assert shown.startswith("deterrence ratio p*S/((1-p)*R) = 1.000") and asked.rstrip().endswith("[y/N]")
+    assert refused.startswith("error: not confirmed: nothing was sent")
+    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--env", str(tmp_path / "none.json")), "no such environment")
+
+    missing = crucible(net.home, "task", "list", deployment=tmp_path / "missing.json")
+    assert_one_line_error(missing, "no deployment at")
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(net.deployment.read_text().replace('"chainId": 31337', '"chainId": 1'))
+    assert_one_line_error(crucible(net.home, "task", "list", deployment=wrong), "wrong chain")
+    down = crucible(net.home, "task", "list", rpc=f"http://127.0.0.1:{devnet.free_port()}")
+    assert_one_line_error(down, "is unreachable")
+
+    assert net.run("task", "list", "--json").json()["tasks"] == before, "no task was created"
+    assert net.run("stake", "show", dev1, "--json").json()["staked"] == "0", "nothing was staked"
+
+
+def test_accounts_listed_and_keys_never_printed(net: Devnet, tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("0x" + "22" * 32)
+    home_env = {"CRUCIBLE_PASSWORD": "pw"}
+    os.environ.update(home_env)
+    try:
+        imported = net.run("account", "import", "carol", "--private-key-file", str(key_file), "--json").json()
+        created = net.run("account", "new", "dave", "--json").json()
+    finally:
+        for name in home_env:
+            os.environ.pop(name)
+    accounts = net.run("account", "list", "--json").json()["accounts"]
+    names = {account["name"]: account["address"] for account in accounts}  # type: ignore[attr-defined]
+    assert names["carol"] == imported["address"] and names["dave"] == created["address"]
+    assert [f"dev{i}" for i in range(10)] == [name for name in names if name.startswith("dev")]
+    secrets = [*devnet_settings().dev_private_keys, "0x" + "22" * 32]
+    for text in TRANSCRIPT:
+        for secret in secrets:
+            assert secret[2:].lower() not in text.lower(), "a private key appeared in the CLI's output"
+
+
+def test_help_and_usage_errors() -> None:
+    help_text = subprocess.run([CRUCIBLE, "--help"], capture_output=True, text=True, timeout=60)
+    assert help_text.returncode == 0
+    for command in ("devnet", "deploy", "task", "stake", "account", "demo"):
+        assert command in help_text.stdout
+    usage = subprocess.run([CRUCIBLE, "task", "create"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "Missing option" in usage.stderr and "Traceback" not in usage.stderr

@@ -1,0 +1,178 @@
+"""The whole lifecycle through the Python chain layer on a real Anvil, every balance checked
+against the spec's split: bounty 1000 over 2 rounds (500 a round: 450 for trainers, 50 for checks),
+slash 500 (half to the finders, half back to the task), validator slash 10, bond 50."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol import devnet
+from protocol.accounts import Signer
+from protocol.cid import cid_of_bytes
+from protocol.client import Crucible, Role
+from protocol.errors import ContractRevert
+from protocol.ids import commitment, decode_submission_id, submission_id
+from protocol.params import TaskParams
+
+pytestmark = pytest.mark.integration
+TOKEN = 10**18
+
+
+def cid(text: str) -> str:
+    return cid_of_bytes(text.encode())
+
+
+PARAMS = TaskParams(
+    bounty_wei=1000 * TOKEN, rounds=2, sample_rate_ppm=1_000_000, validators_per_check=3, validator_fee_bps=1000,
+    finder_share_bps=5000, slash_wei=500 * TOKEN, validator_slash_wei=10 * TOKEN, min_trainer_stake_wei=500 * TOKEN,
+    min_validator_stake_wei=100 * TOKEN, dispute_bond_wei=50 * TOKEN, max_work_units=1_000_000,
+    submit_window_s=60, validate_window_s=60, challenge_window_s=60,
+)  # fmt: skip
+
+
+def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[int, dict[str, int]]:
+    """Task 1 with trainers dev1-dev3 (300, 100, 200 units) and validators dev4-dev8."""
+    task_id = crucible.create_task(dev[0], PARAMS, cid("model"), cid("env"))
+    for trainer in dev[1:4]:
+        crucible.stake(trainer, 1000 * TOKEN, Role.TRAINER)
+    for validator in dev[4:9]:
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task_id)
+    ids = {}
+    for trainer, units in zip(dev[1:4], (300, 100, 200), strict=True):
+        ids[trainer.name] = crucible.submit_work(trainer, task_id, 0, cid(f"r-{trainer.name}"), cid("u"), units, bytes(32))
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
+    crucible.fix_check_seed(dev[0], task_id)
+    return task_id, ids
+
+
+def by_address(dev: list[Signer]) -> dict[str, Signer]:
+    return {signer.address: signer for signer in dev}
+
+
+def attest_all(crucible: Crucible, dev: list[Signer], sid: int, valid: bool) -> list[str]:
+    assigned = crucible.assigned_validators(sid)
+    for address in assigned:
+        crucible.attest(by_address(dev)[address], sid, valid, cid(f"evidence-{sid}-{address}"))
+    return assigned
+
+
+def test_ids_and_commitments_match_the_contract(crucible: Crucible, dev: list[Signer]) -> None:
+    task_id, ids = setup_round(crucible, dev)
+    trainer = dev[1].address
+    assert ids["dev1"] == submission_id(task_id, 0, trainer)
+    assert decode_submission_id(ids["dev1"]) == (task_id, 0, trainer)
+    digest = b"\x07" * 32
+    ours = commitment(crucible.chain.chain_id, crucible.market.address, task_id, 0, trainer, digest)
+    assert ours == crucible.commitment_of(task_id, 0, trainer, digest)
+    assert ours != crucible.commitment_of(task_id, 1, trainer, digest)
+    (event,) = [e for e in crucible.submissions(task_id, 0) if e["trainer"] == trainer]
+    assert event["commitment"] == commitment(crucible.chain.chain_id, crucible.market.address, task_id, 0, trainer, bytes(32))
+
+
+def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
+    start = {signer.address: crucible.balance_of(signer.address) for signer in dev}
+    task_id, ids = setup_round(crucible, dev)
+    honest_a, honest_b, cheat = ids["dev1"], ids["dev2"], ids["dev3"]
+
+    # Sampled and assigned: p = 1, three distinct validators of the task each.
+    for sid in ids.values():
+        assigned = crucible.assigned_validators(sid)
+        assert crucible.is_sampled(sid) and len(set(assigned)) == 3
+        assert set(assigned) <= set(crucible.validators_of(task_id))
+    attest_all(crucible, dev, honest_a, True)
+    attest_all(crucible, dev, honest_b, True)
+    finders = attest_all(crucible, dev, cheat, False)
+    assert crucible.submission(cheat).rejected
+    assert crucible.round(task_id, 0).included_units == 400
+
+    rounds_end = crucible.deadlines(task_id, 0)
+    devnet.warp_to(crucible.chain, rounds_end.validate)
+    # The cheat disputes its rejection: the fresh committee confirms it and takes the bond.
+    crucible.dispute(dev[3], cheat)
+    devnet.advance_time(crucible.chain, 1)
+    committee = crucible.dispute_committee(cheat)
+    assert len(committee) == 2 and not set(committee) & set(finders)
+    for address in committee:
+        crucible.vote_dispute(by_address(dev)[address], cheat, False, cid("recheck"))
+    crucible.resolve_dispute(dev[0], cheat)
+    assert not crucible.dispute_state(cheat).upheld
+
+    next_cid = cid("checkpoint-1")
+    for address in crucible.aggregators(task_id, 0):
+        crucible.propose_checkpoint(by_address(dev)[address], task_id, 0, next_cid)
+    devnet.warp_to(crucible.chain, rounds_end.challenge)
+    crucible.finalise_round(dev[0], task_id)
+    assert crucible.round(task_id, 1).checkpoint == crucible.round(task_id, 0).agreed_next != bytes(32)
+
+    cheat_stake = crucible.stake_account(dev[3].address).staked
+    for sid in ids.values():
+        crucible.settle(dev[0], sid)
+    with pytest.raises(ContractRevert, match="MarketAlreadySettled"):
+        crucible.settle(dev[0], cheat)
+    assert crucible.stake_account(dev[3].address).staked == cheat_stake - 500 * TOKEN
+    claimed = {signer.address: crucible.claim(signer) for signer in dev[1:9] if crucible.credit_of(signer.address)}
+    assert claimed[dev[1].address] == 450 * TOKEN * 300 // 400
+    assert claimed[dev[2].address] == 450 * TOKEN - 450 * TOKEN * 300 // 400
+    assert dev[3].address not in claimed
+    validators_paid = sum(amount for address, amount in claimed.items() if address in {s.address for s in dev[4:9]})
+    # Fees of the round (50), the finders' half of the slash (250), the lost bond (50).
+    assert validators_paid == (50 + 250 + 50) * TOKEN
+
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).challenge)
+    crucible.finalise_round(dev[0], task_id)
+    assert crucible.task(task_id).ended
+    refunded = crucible.refund(dev[0], task_id)
+    assert refunded == 250 * TOKEN + 500 * TOKEN  # the slash's other half and the idle round 1
+    assert crucible.balance_of(crucible.market.address) == 0, "nothing stuck in the market"
+    for validator in dev[4:9]:
+        crucible.leave_task(validator, task_id)
+        assert crucible.stake_account(validator.address).locked == 0
+    # Money check: everything that left someone arrived somewhere.
+    end = {signer.address: crucible.balance_of(signer.address) for signer in dev}
+    staked = sum(crucible.stake_account(signer.address).staked for signer in dev)
+    assert sum(start.values()) == sum(end.values()) + staked
+
+
+def test_wrongly_rejected_trainer_wins_dispute(crucible: Crucible, dev: list[Signer]) -> None:
+    task_id, ids = setup_round(crucible, dev)
+    honest = ids["dev1"]
+    liars = attest_all(crucible, dev, honest, False)
+    assert crucible.submission(honest).rejected
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
+    crucible.dispute(dev[1], honest)
+    devnet.advance_time(crucible.chain, 1)
+    committee = crucible.dispute_committee(honest)
+    for address in committee:
+        crucible.vote_dispute(by_address(dev)[address], honest, True, cid("fine"))
+    crucible.resolve_dispute(dev[0], honest)
+    assert crucible.dispute_state(honest).upheld and not crucible.submission(honest).rejected
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).challenge)
+    crucible.finalise_round(dev[0], task_id)
+    stake_before = crucible.stake_account(dev[1].address).staked
+    liar_stakes = {address: crucible.stake_account(address).staked for address in liars}
+    crucible.settle(dev[0], honest)
+    assert crucible.stake_account(dev[1].address).staked == stake_before, "honest stake intact"
+    # Its bond back and its share: 450 * 300 / 600 (all three submissions included).
+    assert crucible.credit_of(dev[1].address) == 50 * TOKEN + 450 * TOKEN * 300 // 600
+    for address in liars:
+        assert crucible.stake_account(address).staked == liar_stakes[address] - 10 * TOKEN
+    assert sum(crucible.credit_of(address) for address in committee) == 30 * TOKEN
+
+
+def test_frivolous_dispute_loses_bond(crucible: Crucible, dev: list[Signer]) -> None:
+    task_id, ids = setup_round(crucible, dev)
+    honest = ids["dev2"]
+    attest_all(crucible, dev, honest, True)
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
+    auditor = dev[9]
+    before = crucible.balance_of(auditor.address)
+    crucible.dispute(auditor, honest)
+    devnet.advance_time(crucible.chain, 1)
+    committee = crucible.dispute_committee(honest)
+    for address in committee:
+        crucible.vote_dispute(by_address(dev)[address], honest, True, cid("fine"))
+    crucible.resolve_dispute(dev[0], honest)
+    assert before - crucible.balance_of(auditor.address) == 50 * TOKEN
+    assert crucible.credit_of(auditor.address) == 0
+    assert sum(crucible.credit_of(address) for address in committee) == 50 * TOKEN

@@ -1,0 +1,40 @@
+import pytest
+from pydantic import ValidationError
+
+from protocol.params import TaskParams, deters, max_submission_reward
+
+TOKEN = 10**18
+
+
+def params(**changes: int) -> TaskParams:
+    values = dict(
+        bounty_wei=1000 * TOKEN, rounds=2, sample_rate_ppm=500_000, validators_per_check=3, validator_fee_bps=1000,
+        finder_share_bps=5000, slash_wei=450 * TOKEN, validator_slash_wei=10 * TOKEN,
+        min_trainer_stake_wei=450 * TOKEN, min_validator_stake_wei=100 * TOKEN, dispute_bond_wei=50 * TOKEN,
+        max_work_units=1000, submit_window_s=60, validate_window_s=60, challenge_window_s=60,
+    )  # fmt: skip
+    values.update(changes)
+    return TaskParams(**values)
+
+
+def test_max_reward_is_the_largest_rounds_trainer_budget() -> None:
+    assert max_submission_reward(1000, 3, 0) == 334  # 333 + 333 + 334
+    assert max_submission_reward(1000 * TOKEN, 2, 1000) == 450 * TOKEN
+
+
+def test_deterrence_boundary_is_exact() -> None:
+    # p = 1/2: S >= R exactly.
+    assert params().deters
+    assert params().deterrence == 1.0
+    assert not params(slash_wei=450 * TOKEN - 1).deters
+    assert deters(1_000_000, 1, 10**30)  # every submission checked: always deters
+
+
+def test_slash_must_be_collectable() -> None:
+    with pytest.raises(ValidationError, match="min trainer stake"):
+        params(min_trainer_stake_wei=449 * TOKEN)
+
+
+def test_contract_order_of_fields() -> None:
+    assert params().as_contract_tuple()[:3] == (1000 * TOKEN, 2, 500_000)
+    assert len(params().as_contract_tuple()) == 15

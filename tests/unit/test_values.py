@@ -1,0 +1,35 @@
+from decimal import Decimal
+
+import pytest
+
+from protocol.errors import ConfigError
+from protocol.values import checked_address, checked_cid, format_tokens, from_wei, to_wei
+
+
+def test_addresses_are_checksummed_and_garbage_refused() -> None:
+    assert checked_address("0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266") == "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+    for bad in ("0x1234", "f39fd6e51aad88f6f4ce6ab8827279cfffb9226", "hello", ""):
+        with pytest.raises(ConfigError, match="malformed address"):
+            checked_address(bad)
+
+
+def test_cids_v0_and_v1_accepted_garbage_refused() -> None:
+    assert checked_cid("QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG")
+    assert checked_cid("bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy")
+    for bad in ("bafy-model", "Qm123", "", "not a cid"):
+        with pytest.raises(ConfigError, match="malformed CID"):
+            checked_cid(bad)
+
+
+def test_token_amounts_round_trip_exactly() -> None:
+    assert to_wei("12.5", 18) == 12_500_000_000_000_000_000
+    assert to_wei("0.000000000000000001", 18) == 1
+    assert from_wei(12_500_000_000_000_000_000, 18) == Decimal("12.5")
+    assert str(from_wei(1000 * 10**18, 18)) == "1000"
+    assert format_tokens(1_234_500_000_000_000_000_000, 18, "CRU") == "1,234.5 CRU"
+
+
+@pytest.mark.parametrize("bad", ["-1", "abc", "1e400000", "NaN", "0.0000000000000000001"])
+def test_bad_amounts_refused(bad: str) -> None:
+    with pytest.raises(ConfigError):
+        to_wei(bad, 18)
