@@ -30,7 +30,9 @@ def new(name: str = typer.Argument(..., help="A name for the keystore."), json_o
 @app.command("import")
 def import_(
     name: str = typer.Argument(..., help="A name for the keystore."),
-    private_key_file: Path = typer.Option(None, "--private-key-file", help="Read the key from this file (else a hidden prompt)."),
+    private_key_file: Path = typer.Option(
+        None, "--private-key-file", help="Read the key from this file (else a hidden prompt)."
+    ),
     json_output: bool = JSON,
 ) -> None:
     """Import a private key into an encrypted keystore. The key is never taken as an argument."""

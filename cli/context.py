@@ -55,7 +55,9 @@ class CliContext:
                     f"wrong chain: {path} is for chain id {deployment.chainId}, {chain.rpc_url} serves {chain.chain_id}"
                 )
             if not is_live(chain, deployment):
-                raise ChainError(f"the contracts of {path} are not deployed at {chain.rpc_url}: run `crucible devnet up`")
+                raise ChainError(
+                    f"the contracts of {path} are not deployed at {chain.rpc_url}: run `crucible devnet up`"
+                )
             self._crucible = Crucible(chain, deployment)
         return self._crucible
 

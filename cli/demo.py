@@ -70,15 +70,29 @@ def _walk(chain: Chain, quiet: bool) -> dict[str, Any]:
     market_start = crucible.balance_of(deployment.TaskMarket)
 
     params = TaskParams(
-        bounty_wei=1000 * TOKEN, rounds=2, sample_rate_ppm=1_000_000, validators_per_check=3,
-        validator_fee_bps=1000, finder_share_bps=5000, slash_wei=500 * TOKEN, validator_slash_wei=10 * TOKEN,
-        min_trainer_stake_wei=500 * TOKEN, min_validator_stake_wei=100 * TOKEN, dispute_bond_wei=50 * TOKEN,
-        max_work_units=1_000_000, submit_window_s=60, validate_window_s=60, challenge_window_s=60,
-    )  # fmt: skip
+        bounty_wei=1000 * TOKEN,
+        rounds=2,
+        sample_rate_ppm=1_000_000,
+        validators_per_check=3,
+        validator_fee_bps=1000,
+        finder_share_bps=5000,
+        slash_wei=500 * TOKEN,
+        validator_slash_wei=10 * TOKEN,
+        min_trainer_stake_wei=500 * TOKEN,
+        min_validator_stake_wei=100 * TOKEN,
+        dispute_bond_wei=50 * TOKEN,
+        max_work_units=1_000_000,
+        submit_window_s=60,
+        validate_window_s=60,
+        challenge_window_s=60,
+    )
     model_cid = _cid({"demo": "initial checkpoint"})
     env_cid = _cid({"demo": "environment spec"})
     task_id = crucible.create_task(creator, params, model_cid, env_cid)
-    say(f"task {task_id}: bounty 1000 CRU over 2 rounds, every submission checked (deterrence ratio {params.deterrence})")
+    say(
+        f"task {task_id}: bounty 1000 CRU over 2 rounds, every submission checked "
+        f"(deterrence ratio {params.deterrence})"
+    )
 
     for signer in trainers:
         crucible.stake(signer, 1000 * TOKEN, Role.TRAINER)
@@ -102,7 +116,9 @@ def _walk(chain: Chain, quiet: bool) -> dict[str, Any]:
     by_address = {s.address: s for s in validators}
     for trainer, sid in submissions.items():
         for address in crucible.assigned_validators(sid):
-            crucible.attest(by_address[address], sid, trainer != cheater.address, _cid({"evidence": sid, "by": address}))
+            crucible.attest(
+                by_address[address], sid, trainer != cheater.address, _cid({"evidence": sid, "by": address})
+            )
     say("validators attested: the forged submission rejected by its committee")
 
     devnet.warp_to(chain, deadlines.validate)
@@ -138,12 +154,17 @@ def _walk(chain: Chain, quiet: bool) -> dict[str, Any]:
     for address in names:
         after = crucible.stake_account(address).staked
         slashed_total += stake_before[address] - after
-        accounts.append({
-            "name": names[address], "address": address, "role": roles[address],
-            "adversary": "forged-completions" if address == cheater.address else None,
-            "stake_before": from_wei(stake_before[address], 18), "stake_after": from_wei(after, 18),
-            "rewards": from_wei(rewards.get(address, 0), 18),
-        })  # fmt: skip
+        accounts.append(
+            {
+                "name": names[address],
+                "address": address,
+                "role": roles[address],
+                "adversary": "forged-completions" if address == cheater.address else None,
+                "stake_before": from_wei(stake_before[address], 18),
+                "stake_after": from_wei(after, 18),
+                "rewards": from_wei(rewards.get(address, 0), 18),
+            }
+        )
     held = crucible.balance_of(deployment.TaskMarket) - market_start
     paid = sum(rewards.values())
     bond = params.dispute_bond_wei
@@ -151,13 +172,20 @@ def _walk(chain: Chain, quiet: bool) -> dict[str, Any]:
     balanced = params.bounty_wei + slashed_total + bond == paid + refunded + held
     return {
         "task_id": task_id,
-        "rounds": [{"round": 0, "submissions": 3, "rejected": 1}, {"round": 1, "submissions": 0, "rejected": 0}],
+        "rounds": [
+            {"round": 0, "submissions": 3, "rejected": 1},
+            {"round": 1, "submissions": 0, "rejected": 0},
+        ],
         "accounts": accounts,
         "money_check": {
-            "balanced": balanced, "escrowed": from_wei(params.bounty_wei, 18), "slashed_in": from_wei(slashed_total, 18),
-            "bonds_in": from_wei(bond, 18), "paid": from_wei(paid, 18), "refunded": from_wei(refunded, 18),
+            "balanced": balanced,
+            "escrowed": from_wei(params.bounty_wei, 18),
+            "slashed_in": from_wei(slashed_total, 18),
+            "bonds_in": from_wei(bond, 18),
+            "paid": from_wei(paid, 18),
+            "refunded": from_wei(refunded, 18),
             "held": from_wei(held, 18),
-        },  # fmt: skip
+        },
     }
 
 

@@ -44,7 +44,11 @@ def up(
     cli.rpc = current.rpc_url
     chain = cli.chain()
     deployment, deployed = _ensure_deployed(chain, cli.deployment_file())
-    addresses = {"DevToken": deployment.DevToken, "StakeManager": deployment.StakeManager, "TaskMarket": deployment.TaskMarket}
+    addresses = {
+        "DevToken": deployment.DevToken,
+        "StakeManager": deployment.StakeManager,
+        "TaskMarket": deployment.TaskMarket,
+    }
     if json_output:
         emit_json(
             {
@@ -59,10 +63,21 @@ def up(
         )
         return
     crucible = cli.crucible()
-    rows = [("RPC", current.rpc_url), ("chain id", chain.chain_id), ("pid", current.pid), ("state", current.state_dir)]
+    rows = [
+        ("RPC", current.rpc_url),
+        ("chain id", chain.chain_id),
+        ("pid", current.pid),
+        ("state", current.state_dir),
+    ]
     rows += [(name, address) for name, address in addresses.items()]
     rows.append(("address book", f"{cli.deployment_file()} ({'written' if deployed else 'already deployed'})"))
-    rows.append(("dev0-dev9", f"{format_tokens(crucible.balance_of(devnet_settings().dev_addresses[0]), crucible.decimals, crucible.symbol)} each at start"))
+    rows.append(
+        (
+            "dev0-dev9",
+            format_tokens(crucible.balance_of(devnet_settings().dev_addresses[0]), crucible.decimals, crucible.symbol)
+            + " (dev0 now; each dev account got 1,000,000 at deployment)",
+        )
+    )
     stdout.print(key_value_table("Devnet up", rows))
 
 
@@ -109,7 +124,14 @@ def deploy_command(
     if json_output:
         emit_json({"chain_id": chain.chain_id, "deployment": str(path), "addresses": deployment})
     else:
-        stdout.print(key_value_table(f"Deployed to chain {chain.chain_id}", [
-            ("Token", deployment.Token), ("StakeManager", deployment.StakeManager),
-            ("TaskMarket", deployment.TaskMarket), ("address book", path),
-        ]))  # fmt: skip
+        stdout.print(
+            key_value_table(
+                f"Deployed to chain {chain.chain_id}",
+                [
+                    ("Token", deployment.Token),
+                    ("StakeManager", deployment.StakeManager),
+                    ("TaskMarket", deployment.TaskMarket),
+                    ("address book", path),
+                ],
+            )
+        )

@@ -36,7 +36,10 @@ def deposit(
         raise ConfigError("stake amount must be more than zero")
     signer = cli.signer(account)
     crucible.require_balance(signer.address, amount_wei, "stake")
-    confirm_or_abort(f"Stake {format_tokens(amount_wei, crucible.decimals, crucible.symbol)} as {role} from {signer.address}?", yes)
+    confirm_or_abort(
+        f"Stake {format_tokens(amount_wei, crucible.decimals, crucible.symbol)} as {role} from {signer.address}?",
+        yes,
+    )
     crucible.stake(signer, amount_wei, Role.TRAINER if role == "trainer" else Role.VALIDATOR)
     _show(cli, signer.address, json_output)
 
@@ -59,21 +62,34 @@ def _show(cli: object, address: str, json_output: bool) -> None:
     state = crucible.stake_account(address)
     decimals = crucible.decimals
     if json_output:
-        emit_json({
-            "address": address, "role": state.role.name.lower(),
-            "staked": from_wei(state.staked, decimals), "unbonding": from_wei(state.unbonding, decimals),
-            "locked": from_wei(state.locked, decimals), "free": from_wei(state.free, decimals),
-            "release_at": state.release_at, "credits": from_wei(crucible.credit_of(address), decimals),
-        })  # fmt: skip
+        emit_json(
+            {
+                "address": address,
+                "role": state.role.name.lower(),
+                "staked": from_wei(state.staked, decimals),
+                "unbonding": from_wei(state.unbonding, decimals),
+                "locked": from_wei(state.locked, decimals),
+                "free": from_wei(state.free, decimals),
+                "release_at": state.release_at,
+                "credits": from_wei(crucible.credit_of(address), decimals),
+            }
+        )
         return
     symbol = crucible.symbol
-    stdout.print(key_value_table(f"Stake of {address}", [
-        ("role", state.role.name.lower()), ("staked", format_tokens(state.staked, decimals, symbol)),
-        ("locked", format_tokens(state.locked, decimals, symbol)), ("free", format_tokens(state.free, decimals, symbol)),
-        ("unbonding", format_tokens(state.unbonding, decimals, symbol)),
-        ("release at", state.release_at or "-"),
-        ("claimable credits", format_tokens(crucible.credit_of(address), decimals, symbol)),
-    ]))  # fmt: skip
+    stdout.print(
+        key_value_table(
+            f"Stake of {address}",
+            [
+                ("role", state.role.name.lower()),
+                ("staked", format_tokens(state.staked, decimals, symbol)),
+                ("locked", format_tokens(state.locked, decimals, symbol)),
+                ("free", format_tokens(state.free, decimals, symbol)),
+                ("unbonding", format_tokens(state.unbonding, decimals, symbol)),
+                ("release at", state.release_at or "-"),
+                ("claimable credits", format_tokens(crucible.credit_of(address), decimals, symbol)),
+            ],
+        )
+    )
 
 
 @app.command()

@@ -59,15 +59,27 @@ def create(
     rounds: int = typer.Option(..., "--rounds", help="Number of rounds."),
     sample_rate: float = typer.Option(0.5, "--sample-rate", help="Probability a submission is checked, in (0, 1]."),
     slash: str = typer.Option(None, "--slash", help="Trainer slash in tokens (default: the least that deters)."),
-    validators_per_check: int = typer.Option(3, "--validators-per-check", help="Validators per sampled submission (1-16)."),
-    min_stake: str = typer.Option(None, "--min-stake", help="Stake a trainer locks per submission (default: the slash)."),
-    min_validator_stake: str = typer.Option(None, "--min-validator-stake", help="Stake a validator locks (default: --min-stake / 10)."),
-    validator_slash: str = typer.Option(None, "--validator-slash", help="Slash of a validator whose vote lost (default: slash / 10)."),
+    validators_per_check: int = typer.Option(
+        3, "--validators-per-check", help="Validators per sampled submission (1-16)."
+    ),
+    min_stake: str = typer.Option(
+        None, "--min-stake", help="Stake a trainer locks per submission (default: the slash)."
+    ),
+    min_validator_stake: str = typer.Option(
+        None, "--min-validator-stake", help="Stake a validator locks (default: --min-stake / 10)."
+    ),
+    validator_slash: str = typer.Option(
+        None, "--validator-slash", help="Slash of a validator whose vote lost (default: slash / 10)."
+    ),
     dispute_bond: str = typer.Option(None, "--dispute-bond", help="Bond of a dispute (default: slash / 10)."),
     validator_fee: float = typer.Option(0.1, "--validator-fee", help="Share of each round's budget for validators."),
-    finder_share: float = typer.Option(0.5, "--finder-share", help="Share of a slash paid to those who found the fault."),
+    finder_share: float = typer.Option(
+        0.5, "--finder-share", help="Share of a slash paid to those who found the fault."
+    ),
     max_work_units: int = typer.Option(1_000_000, "--max-work-units", help="Most tokens one submission may claim."),
-    submit_window: int = typer.Option(300, "--submit-window", help="Seconds from a round's opening to its submission deadline."),
+    submit_window: int = typer.Option(
+        300, "--submit-window", help="Seconds from a round's opening to its submission deadline."
+    ),
     validate_window: int = typer.Option(300, "--validate-window", help="Seconds for attestations."),
     challenge_window: int = typer.Option(300, "--challenge-window", help="Seconds for disputes."),
     account: str = ACCOUNT,
@@ -122,17 +134,27 @@ def create(
     symbol = crucible.symbol
     summary = (
         f"deterrence ratio p*S/((1-p)*R) = {ratio:.3f} with p = {sample_rate}, "
-        f"S = {format_tokens(params.slash_wei, decimals, symbol)}, R = {format_tokens(params.max_reward_wei, decimals, symbol)}"
+        f"S = {format_tokens(params.slash_wei, decimals, symbol)}, "
+        f"R = {format_tokens(params.max_reward_wei, decimals, symbol)}"
     )
     if not params.deters:
         raise ConfigError(f"{summary}: below 1, cheating would pay; raise --slash or --sample-rate (nothing sent)")
     signer = cli.signer(account)
     crucible.require_balance(signer.address, bounty_wei, "bounty")
     stderr.print(summary)
-    confirm_or_abort(f"Create the task, escrowing {format_tokens(bounty_wei, decimals, symbol)} from {signer.address}?", yes)
+    confirm_or_abort(
+        f"Create the task, escrowing {format_tokens(bounty_wei, decimals, symbol)} from {signer.address}?",
+        yes,
+    )
     task_id = crucible.create_task(signer, params, model, env_cid)
     if json_output:
-        emit_json({"task_id": task_id, "env_cid": env_cid, "deterrence_ratio": ratio if ratio != float("inf") else None})
+        emit_json(
+            {
+                "task_id": task_id,
+                "env_cid": env_cid,
+                "deterrence_ratio": ratio if ratio != float("inf") else None,
+            }
+        )
     else:
         stdout.print(f"created task {task_id}")
 
@@ -144,18 +166,33 @@ def list_(ctx: typer.Context, json_output: bool = JSON) -> None:
     tasks = [(task_id, crucible.task(task_id)) for task_id in range(1, crucible.task_count() + 1)]
     decimals = crucible.decimals
     if json_output:
-        emit_json({"tasks": [
-            {"task_id": task_id, "creator": task.creator, "bounty": from_wei(task.bounty, decimals),
-             "rounds": task.rounds, "current_round": task.current_round, "ended": task.ended,
-             "refundable": from_wei(task.pool, decimals)}
-            for task_id, task in tasks
-        ]})  # fmt: skip
+        emit_json(
+            {
+                "tasks": [
+                    {
+                        "task_id": task_id,
+                        "creator": task.creator,
+                        "bounty": from_wei(task.bounty, decimals),
+                        "rounds": task.rounds,
+                        "current_round": task.current_round,
+                        "ended": task.ended,
+                        "refundable": from_wei(task.pool, decimals),
+                    }
+                    for task_id, task in tasks
+                ]
+            }
+        )
         return
     table = Table("id", "creator", "bounty", "round", "state", title="Tasks", title_justify="left")
     for task_id, task in tasks:
         state = "ended" if task.ended else "running"
-        table.add_row(str(task_id), task.creator, format_tokens(task.bounty, decimals, crucible.symbol),
-                      f"{task.current_round + 1}/{task.rounds}", state)  # fmt: skip
+        table.add_row(
+            str(task_id),
+            task.creator,
+            format_tokens(task.bounty, decimals, crucible.symbol),
+            f"{task.current_round + 1}/{task.rounds}",
+            state,
+        )
     stdout.print(table if tasks else "no tasks yet")
 
 
@@ -175,31 +212,65 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
         for event in crucible.submissions(task_id, index):
             sid = int(event["submissionId"])
             sub = crucible.submission(sid)
-            submissions.append({
-                "submission_id": str(sid), "trainer": decode_submission_id(sid)[2],
-                "rollout_cid": event["rolloutCid"], "update_cid": event["updateCid"], "work_units": sub.work_units,
-                "sampled": crucible.is_sampled(sid), "assigned": crucible.assigned_validators(sid),
-                "votes": bin(sub.voted_mask).count("1"), "invalid_votes": bin(sub.invalid_mask).count("1"),
-                "rejected": sub.rejected, "disputed": sub.disputed, "settled": sub.settled,
-            })  # fmt: skip
-        rounds.append({
-            "round": index, "opened_at": state.opened_at, "submit_deadline": deadlines.submit,
-            "validate_deadline": deadlines.validate, "challenge_deadline": deadlines.challenge,
-            "work_seed": state.work_seed, "check_seed": state.check_seed, "checkpoint": state.checkpoint,
-            "agreed_next": state.agreed_next, "finalised": state.finalised, "included_units": state.included_units,
-            "open_disputes": state.open_disputes, "submissions": submissions,
-        })  # fmt: skip
+            submissions.append(
+                {
+                    "submission_id": str(sid),
+                    "trainer": decode_submission_id(sid)[2],
+                    "rollout_cid": event["rolloutCid"],
+                    "update_cid": event["updateCid"],
+                    "work_units": sub.work_units,
+                    "sampled": crucible.is_sampled(sid),
+                    "assigned": crucible.assigned_validators(sid),
+                    "votes": bin(sub.voted_mask).count("1"),
+                    "invalid_votes": bin(sub.invalid_mask).count("1"),
+                    "rejected": sub.rejected,
+                    "disputed": sub.disputed,
+                    "settled": sub.settled,
+                }
+            )
+        rounds.append(
+            {
+                "round": index,
+                "opened_at": state.opened_at,
+                "submit_deadline": deadlines.submit,
+                "validate_deadline": deadlines.validate,
+                "challenge_deadline": deadlines.challenge,
+                "work_seed": state.work_seed,
+                "check_seed": state.check_seed,
+                "checkpoint": state.checkpoint,
+                "agreed_next": state.agreed_next,
+                "finalised": state.finalised,
+                "included_units": state.included_units,
+                "open_disputes": state.open_disputes,
+                "submissions": submissions,
+            }
+        )
     return {
-        "task_id": task_id, "creator": task.creator, "bounty": tokens(task.bounty), "rounds": task.rounds,
-        "current_round": task.current_round, "ended": task.ended, "refundable": tokens(task.pool),
-        "sample_rate": task.sample_rate_ppm / PPM, "validators_per_check": task.validators_per_check,
-        "slash": tokens(task.slash_amount), "validator_slash": tokens(task.validator_slash),
-        "min_trainer_stake": tokens(task.min_trainer_stake), "min_validator_stake": tokens(task.min_validator_stake),
-        "dispute_bond": tokens(task.dispute_bond), "validator_fee": task.validator_fee_bps / BPS,
-        "finder_share": task.finder_share_bps / BPS, "max_work_units": task.max_work_units,
-        "windows_s": {"submit": task.submit_window_s, "validate": task.validate_window_s, "challenge": task.challenge_window_s},
-        "validators": crucible.validators_of(task_id), "round_details": rounds,
-    }  # fmt: skip
+        "task_id": task_id,
+        "creator": task.creator,
+        "bounty": tokens(task.bounty),
+        "rounds": task.rounds,
+        "current_round": task.current_round,
+        "ended": task.ended,
+        "refundable": tokens(task.pool),
+        "sample_rate": task.sample_rate_ppm / PPM,
+        "validators_per_check": task.validators_per_check,
+        "slash": tokens(task.slash_amount),
+        "validator_slash": tokens(task.validator_slash),
+        "min_trainer_stake": tokens(task.min_trainer_stake),
+        "min_validator_stake": tokens(task.min_validator_stake),
+        "dispute_bond": tokens(task.dispute_bond),
+        "validator_fee": task.validator_fee_bps / BPS,
+        "finder_share": task.finder_share_bps / BPS,
+        "max_work_units": task.max_work_units,
+        "windows_s": {
+            "submit": task.submit_window_s,
+            "validate": task.validate_window_s,
+            "challenge": task.challenge_window_s,
+        },
+        "validators": crucible.validators_of(task_id),
+        "round_details": rounds,
+    }
 
 
 @app.command()
@@ -211,23 +282,51 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
         emit_json(document)
         return
     symbol = crucible.symbol
-    stdout.print(key_value_table(f"Task {task_id}", [
-        ("creator", document["creator"]), ("bounty", f"{document['bounty']} {symbol}"),
-        ("round", f"{document['current_round'] + 1} of {document['rounds']}" + (" (ended)" if document["ended"] else "")),
-        ("sample rate", document["sample_rate"]), ("validators per check", document["validators_per_check"]),
-        ("slash", f"{document['slash']} {symbol}"), ("min trainer stake", f"{document['min_trainer_stake']} {symbol}"),
-        ("windows (s)", "submit {submit}, validate {validate}, challenge {challenge}".format(**document["windows_s"])),
-        ("validators", len(document["validators"])), ("refundable now", f"{document['refundable']} {symbol}"),
-    ]))  # fmt: skip
+    stdout.print(
+        key_value_table(
+            f"Task {task_id}",
+            [
+                ("creator", document["creator"]),
+                ("bounty", f"{document['bounty']} {symbol}"),
+                (
+                    "round",
+                    f"{document['current_round'] + 1} of {document['rounds']}"
+                    + (" (ended)" if document["ended"] else ""),
+                ),
+                ("sample rate", document["sample_rate"]),
+                ("validators per check", document["validators_per_check"]),
+                ("slash", f"{document['slash']} {symbol}"),
+                ("min trainer stake", f"{document['min_trainer_stake']} {symbol}"),
+                (
+                    "windows (s)",
+                    "submit {submit}, validate {validate}, challenge {challenge}".format(**document["windows_s"]),
+                ),
+                ("validators", len(document["validators"])),
+                ("refundable now", f"{document['refundable']} {symbol}"),
+            ],
+        )
+    )
     for round_doc in document["round_details"]:
-        table = Table("trainer", "units", "sampled", "votes (invalid)", "outcome", "settled",
-                      title=f"Round {round_doc['round']}" + (" (final)" if round_doc["finalised"] else ""),
-                      title_justify="left")  # fmt: skip
+        table = Table(
+            "trainer",
+            "units",
+            "sampled",
+            "votes (invalid)",
+            "outcome",
+            "settled",
+            title=f"Round {round_doc['round']}" + (" (final)" if round_doc["finalised"] else ""),
+            title_justify="left",
+        )
         for sub in round_doc["submissions"]:
             outcome = "rejected" if sub["rejected"] else "included"
-            table.add_row(sub["trainer"], str(sub["work_units"]), "yes" if sub["sampled"] else "no",
-                          f"{sub['votes']} ({sub['invalid_votes']})", outcome + (" (disputed)" if sub["disputed"] else ""),
-                          "yes" if sub["settled"] else "no")  # fmt: skip
+            table.add_row(
+                sub["trainer"],
+                str(sub["work_units"]),
+                "yes" if sub["sampled"] else "no",
+                f"{sub['votes']} ({sub['invalid_votes']})",
+                outcome + (" (disputed)" if sub["disputed"] else ""),
+                "yes" if sub["settled"] else "no",
+            )
         stdout.print(table if round_doc["submissions"] else f"Round {round_doc['round']}: no submissions")
 
 

@@ -150,10 +150,10 @@ def load_signer(name_or_address: str) -> Signer:
         return Signer(account.address, "env", account)
     path = _find_keystore(name_or_address)
     try:
-        key = Account.decrypt(json.loads(path.read_text()), _password())
+        decrypted = Account.decrypt(json.loads(path.read_text()), _password())
     except ValueError:
         raise AccountError(f"wrong password for account {path.stem!r}") from None
-    account = Account.from_key(key)
+    account = Account.from_key(decrypted)
     return Signer(account.address, path.stem, account)
 
 

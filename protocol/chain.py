@@ -94,7 +94,9 @@ class Chain:
 
     def contract(self, name: str, address: str) -> Contract:
         """Returns a contract object for `name` (a forge artifact) at `address`."""
-        return self.w3.eth.contract(address=Web3.to_checksum_address(address), abi=artifact(name).abi, decode_tuples=True)
+        return self.w3.eth.contract(
+            address=Web3.to_checksum_address(address), abi=artifact(name).abi, decode_tuples=True
+        )
 
     def has_code(self, address: str) -> bool:
         """Whether a contract is deployed at `address`."""
@@ -106,7 +108,7 @@ class Chain:
         receipt = self._send(signer, factory.constructor(*constructor_args), 0)
         return str(receipt["contractAddress"]), receipt
 
-    def call(self, function: ContractFunction, block: int | str = "latest") -> Any:
+    def call(self, function: ContractFunction, block: Any = "latest") -> Any:
         """Returns a view function's result, with reverts decoded."""
         try:
             return self._rpc(lambda: function.call(block_identifier=block))
@@ -137,7 +139,7 @@ class Chain:
         return self.wait(tx_hash)
 
     def _nonce_for(self, address: str) -> int:
-        pending = self._rpc(lambda: self.w3.eth.get_transaction_count(address, "pending"))
+        pending = self._rpc(lambda: self.w3.eth.get_transaction_count(Web3.to_checksum_address(address), "pending"))
         return max(pending, self._next_nonce.get(address, 0))
 
     def _broadcast(self, raw: bytes, address: str, transaction: dict[str, Any], signer: Signer) -> HexBytes:
@@ -180,11 +182,15 @@ class Chain:
             try:
                 receipt = self._rpc(
                     lambda: self.w3.eth.wait_for_transaction_receipt(
-                        tx_hash, timeout=max(0.1, deadline - time.monotonic()), poll_latency=self.poll_interval_s
+                        tx_hash,
+                        timeout=max(0.1, deadline - time.monotonic()),
+                        poll_latency=self.poll_interval_s,
                     )
                 )
             except TimeExhausted:
-                raise TransactionError(f"transaction {tx_hash.to_0x_hex()} not mined in {self.receipt_timeout_s:.0f} s") from None
+                raise TransactionError(
+                    f"transaction {tx_hash.to_0x_hex()} not mined in {self.receipt_timeout_s:.0f} s"
+                ) from None
             if self._deep_enough(receipt, deadline):
                 break
         if receipt["status"] != 1:
@@ -202,7 +208,7 @@ class Chain:
 
     def _failed(self, receipt: TxReceipt) -> TransactionError:
         transaction = self.w3.eth.get_transaction(receipt["transactionHash"])
-        call = {key: transaction[key] for key in ("from", "to", "data", "value") if key in transaction}
+        call: Any = {key: transaction[key] for key in ("from", "to", "value") if key in transaction}
         call["data"] = transaction["input"]
         try:
             self.w3.eth.call(call, block_identifier=receipt["blockNumber"] - 1)

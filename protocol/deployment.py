@@ -69,9 +69,7 @@ def deploy(
     dev_token: str | None = None
     if token is None:
         holders = token_holders or (deployer.address,)
-        dev_token, receipt = chain.deploy(
-            "DevToken", deployer, list(holders), [DEV_TOKEN_SUPPLY_EACH] * len(holders)
-        )
+        dev_token, receipt = chain.deploy("DevToken", deployer, list(holders), [DEV_TOKEN_SUPPLY_EACH] * len(holders))
         token = dev_token
         first_block = receipt["blockNumber"]
     else:

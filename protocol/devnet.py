@@ -41,7 +41,9 @@ def wait_for_rpc(rpc_url: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            response = httpx.post(rpc_url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1)
+            response = httpx.post(
+                rpc_url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1
+            )
             if response.status_code == 200:
                 return
         except httpx.HTTPError:
@@ -50,16 +52,22 @@ def wait_for_rpc(rpc_url: str, timeout_s: float = 20.0) -> None:
     raise ChainError(f"Anvil did not answer at {rpc_url} within {timeout_s:.0f} s")
 
 
-def start_anvil(port: int, log_path: Path, state_path: Path | None = None, detach: bool = False) -> subprocess.Popen[bytes]:
+def start_anvil(
+    port: int, log_path: Path, state_path: Path | None = None, detach: bool = False
+) -> subprocess.Popen[bytes]:
     """Starts Anvil on 127.0.0.1:`port` with the devnet's chain id and mnemonic; waits until it answers."""
     settings = devnet_settings()
     command = [
         str(foundry_binary("anvil")),
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--chain-id", str(settings.chain_id),
-        "--mnemonic", settings.mnemonic,
-    ]  # fmt: skip
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--chain-id",
+        str(settings.chain_id),
+        "--mnemonic",
+        settings.mnemonic,
+    ]
     if state_path is not None:
         command += ["--state", str(state_path), "--state-interval", "5"]
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -42,9 +42,13 @@ class TaskParams(BaseModel):
     min_validator_stake_wei: int = Field(ge=0, le=UINT96_MAX, description="Stake a validator locks to join.")
     dispute_bond_wei: int = Field(ge=0, le=UINT96_MAX, description="Bond a dispute carries.")
     max_work_units: int = Field(gt=0, le=UINT32_MAX, description="Most tokens one submission may claim.")
-    submit_window_s: int = Field(gt=0, le=UINT32_MAX, description="Seconds from a round's opening to its submission deadline.")
+    submit_window_s: int = Field(
+        gt=0, le=UINT32_MAX, description="Seconds from a round's opening to its submission deadline."
+    )
     validate_window_s: int = Field(gt=0, le=UINT32_MAX, description="Seconds for validators to attest.")
-    challenge_window_s: int = Field(gt=0, le=UINT32_MAX, description="Seconds for disputes; also a dispute's voting time.")
+    challenge_window_s: int = Field(
+        gt=0, le=UINT32_MAX, description="Seconds for disputes; also a dispute's voting time."
+    )
 
     @model_validator(mode="after")
     def _slash_is_collectable(self) -> TaskParams:

@@ -29,7 +29,13 @@ MUTANTS = [
         "",
         "invariant_tokensConserved",
     ),
-    ("resettle", MARKET, "        sub.settled = true;\n", "", "test_RevertWhen_SettleTwiceWhileLockedElsewhere"),
+    (
+        "resettle",
+        MARKET,
+        "        sub.settled = true;\n",
+        "",
+        "test_RevertWhen_SettleTwiceWhileLockedElsewhere",
+    ),
     (
         "first-vote-rejects",
         MARKET,

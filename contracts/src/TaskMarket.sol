@@ -17,9 +17,6 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     uint256 private constant _PPM = 1_000_000;
     uint256 private constant _BPS = 10_000;
     uint256 private constant _MAX_COMMITTEE = 16;
-    /// @dev Up to this many validators, draws shuffle the whole candidate list (gas grows with it);
-    ///      above it, rejection sampling keeps a draw's cost independent of the validator count.
-    uint256 private constant _SHUFFLE_LIMIT = 64;
 
     /// @notice The bounty token, the same as the stake token.
     IERC20 public immutable token;
@@ -756,8 +753,10 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @dev `count` distinct indices below `n`, none in `excluded`, from `seed`. Requires
-    ///      count <= n - excluded.length. Small sets are shuffled (Fisher-Yates on the candidates);
-    ///      large ones sampled with rejection, where at least half of all draws succeed.
+    ///      count <= n - excluded.length. When the draw takes a large part of the set
+    ///      (n <= 2 * (count + excluded), so n <= 64), the candidates are shuffled (Fisher-Yates);
+    ///      otherwise indices are drawn with rejection, and each attempt succeeds with probability
+    ///      at least 1/2. Either way the cost does not grow with the validator count past 64.
     function _draw(bytes32 seed, uint256 n, uint256 count, uint256[] memory excluded)
         private
         pure
@@ -765,7 +764,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     {
         chosen = new uint256[](count);
         if (count == 0) return chosen;
-        if (n <= _SHUFFLE_LIMIT) {
+        if (n <= 2 * (count + excluded.length)) {
             uint256[] memory candidates = new uint256[](n);
             uint256 m = 0;
             for (uint256 i = 0; i < n; ++i) {

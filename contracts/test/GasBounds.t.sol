@@ -6,8 +6,8 @@ import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
 import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
 
 /// @dev Safety property 7: the hot calls' gas stays within the documented bounds as the number of
-///      validators and submissions grows (docs/contracts.md: draws shuffle up to 64 validators,
-///      above that their cost no longer depends on the count). Gas is measured with gasleft()
+///      validators and submissions grows (docs/contracts.md: a draw shuffles at most 64
+///      candidates, otherwise samples with rejection, so its cost stops growing with the count). Gas is measured with gasleft()
 ///      around the call inside one test transaction, so storage touched earlier is warm: these
 ///      figures are for comparison; bench/gas.py measures real transactions on Anvil.
 contract GasBoundsTest is BaseTest {
@@ -43,8 +43,9 @@ contract GasBoundsTest is BaseTest {
         uint256 shuffled = _attestGas(64);
         uint256 sampled = _attestGas(300);
         assertTrue(small <= 80_000 && shuffled <= 80_000 && sampled <= 80_000, "attest within 80k");
-        // Past the shuffle limit the draw is rejection sampling: no growth with the count.
-        assertTrue(sampled <= shuffled, "no growth past 64 validators");
+        // With 3 per check, 64 and 300 validators both draw by rejection: no growth with the count
+        // beyond the few hundred gas one more attempt costs.
+        assertTrue(sampled <= shuffled + 1500, "no growth from 64 to 300 validators");
     }
 
     function test_SubmitWorkGasIndependentOfSubmissions() public {

@@ -98,7 +98,7 @@ def test_custom_errors_decoded(crucible: Crucible, dev: list[Signer]) -> None:
     assert caught.value.name == "MarketUnknownTask"
     assert caught.value.args_by_name == {"taskId": 42}
     crucible.stake(dev[4], 10 * TOKEN, Role.VALIDATOR)
-    with pytest.raises(ContractRevert, match="StakeRoleMismatch.*staked for another role"):
+    with pytest.raises(ContractRevert, match=r"StakeRoleMismatch.*staked for another role"):
         crucible.stake(dev[4], TOKEN, Role.TRAINER)
     with pytest.raises(ContractRevert, match="StakeInsufficientFree"):
         crucible.request_unstake(dev[4], 11 * TOKEN)

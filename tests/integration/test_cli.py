@@ -37,7 +37,12 @@ def crucible(home: Path, *args: str, deployment: Path | None = None, rpc: str | 
     prefix = [*(["--deployment", str(deployment)] if deployment else []), *(["--rpc", rpc] if rpc else [])]
     env = {**os.environ, "CRUCIBLE_HOME": str(home)}
     done = subprocess.run(
-        [CRUCIBLE, *prefix, *args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120
+        [CRUCIBLE, *prefix, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
     )
     TRANSCRIPT.extend([done.stdout, done.stderr])
     return Result(done.returncode, done.stdout, done.stderr)
@@ -96,9 +101,21 @@ def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     env_file = tmp_path / "env.json"
     env_file.write_text(json.dumps({"environment": "arithmetic", "schema_version": 1}))
     created = net.run(
-        "task", "create", "--model", MODEL_CID, "--env", str(env_file), "--bounty", "100", "--rounds", "2",
-        "--account", "dev0", "--yes", "--json",
-    ).json()  # fmt: skip
+        "task",
+        "create",
+        "--model",
+        MODEL_CID,
+        "--env",
+        str(env_file),
+        "--bounty",
+        "100",
+        "--rounds",
+        "2",
+        "--account",
+        "dev0",
+        "--yes",
+        "--json",
+    ).json()
     task_id = created["task_id"]
     assert isinstance(task_id, int) and created["deterrence_ratio"] >= 1  # type: ignore[operator]
     listed = net.run("task", "list", "--json").json()
@@ -118,13 +135,30 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     dev1 = devnet_settings().dev_addresses[1]
     assert_one_line_error(net.run("task", "show", "99"), "unknown task 99")
     assert_one_line_error(
-        net.run("stake", "deposit", "99999999", "--role", "trainer", "--account", "dev1", "--yes"), "over the balance"
+        net.run("stake", "deposit", "99999999", "--role", "trainer", "--account", "dev1", "--yes"),
+        "over the balance",
     )
-    assert_one_line_error(net.run("stake", "deposit", "1", "--role", "miner", "--account", "dev1", "--yes"), "unknown role")
+    assert_one_line_error(
+        net.run("stake", "deposit", "1", "--role", "miner", "--account", "dev1", "--yes"), "unknown role"
+    )
     assert_one_line_error(net.run("stake", "show", "0x1234"), "malformed address")
-    create = ["task", "create", "--env", MODEL_CID, "--bounty", "100", "--rounds", "2", "--account", "dev0", "--yes"]
+    create = [
+        "task",
+        "create",
+        "--env",
+        MODEL_CID,
+        "--bounty",
+        "100",
+        "--rounds",
+        "2",
+        "--account",
+        "dev0",
+        "--yes",
+    ]
     assert_one_line_error(net.run(*create, "--model", "not-a-cid"), "malformed model CID")
-    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--sample-rate", "0.1", "--slash", "1"), "cheating would pay")
+    assert_one_line_error(
+        net.run(*create, "--model", MODEL_CID, "--sample-rate", "0.1", "--slash", "1"), "cheating would pay"
+    )
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "5000000"), "over the balance")
     # Without --yes and with no answer: the deterrence ratio is shown, the question asked, nothing sent.
     unconfirmed = net.run(*[arg for arg in create if arg != "--yes"], "--model", MODEL_CID)
@@ -132,7 +166,9 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     shown, asked, refused = unconfirmed.stderr.strip().splitlines()
     assert shown.startswith("deterrence ratio p*S/((1-p)*R) = 1.000") and asked.rstrip().endswith("[y/N]")
     assert refused.startswith("error: not confirmed: nothing was sent")
-    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--env", str(tmp_path / "none.json")), "no such environment")
+    assert_one_line_error(
+        net.run(*create, "--model", MODEL_CID, "--env", str(tmp_path / "none.json")), "no such environment"
+    )
 
     missing = crucible(net.home, "task", "list", deployment=tmp_path / "missing.json")
     assert_one_line_error(missing, "no deployment at")

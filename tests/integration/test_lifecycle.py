@@ -23,11 +23,22 @@ def cid(text: str) -> str:
 
 
 PARAMS = TaskParams(
-    bounty_wei=1000 * TOKEN, rounds=2, sample_rate_ppm=1_000_000, validators_per_check=3, validator_fee_bps=1000,
-    finder_share_bps=5000, slash_wei=500 * TOKEN, validator_slash_wei=10 * TOKEN, min_trainer_stake_wei=500 * TOKEN,
-    min_validator_stake_wei=100 * TOKEN, dispute_bond_wei=50 * TOKEN, max_work_units=1_000_000,
-    submit_window_s=60, validate_window_s=60, challenge_window_s=60,
-)  # fmt: skip
+    bounty_wei=1000 * TOKEN,
+    rounds=2,
+    sample_rate_ppm=1_000_000,
+    validators_per_check=3,
+    validator_fee_bps=1000,
+    finder_share_bps=5000,
+    slash_wei=500 * TOKEN,
+    validator_slash_wei=10 * TOKEN,
+    min_trainer_stake_wei=500 * TOKEN,
+    min_validator_stake_wei=100 * TOKEN,
+    dispute_bond_wei=50 * TOKEN,
+    max_work_units=1_000_000,
+    submit_window_s=60,
+    validate_window_s=60,
+    challenge_window_s=60,
+)
 
 
 def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[int, dict[str, int]]:
@@ -40,7 +51,9 @@ def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[int, dict[str, i
         crucible.join_task(validator, task_id)
     ids = {}
     for trainer, units in zip(dev[1:4], (300, 100, 200), strict=True):
-        ids[trainer.name] = crucible.submit_work(trainer, task_id, 0, cid(f"r-{trainer.name}"), cid("u"), units, bytes(32))
+        ids[trainer.name] = crucible.submit_work(
+            trainer, task_id, 0, cid(f"r-{trainer.name}"), cid("u"), units, bytes(32)
+        )
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
     crucible.fix_check_seed(dev[0], task_id)
     return task_id, ids
@@ -67,7 +80,9 @@ def test_ids_and_commitments_match_the_contract(crucible: Crucible, dev: list[Si
     assert ours == crucible.commitment_of(task_id, 0, trainer, digest)
     assert ours != crucible.commitment_of(task_id, 1, trainer, digest)
     (event,) = [e for e in crucible.submissions(task_id, 0) if e["trainer"] == trainer]
-    assert event["commitment"] == commitment(crucible.chain.chain_id, crucible.market.address, task_id, 0, trainer, bytes(32))
+    assert event["commitment"] == commitment(
+        crucible.chain.chain_id, crucible.market.address, task_id, 0, trainer, bytes(32)
+    )
 
 
 def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:

@@ -8,11 +8,22 @@ TOKEN = 10**18
 
 def params(**changes: int) -> TaskParams:
     values = dict(
-        bounty_wei=1000 * TOKEN, rounds=2, sample_rate_ppm=500_000, validators_per_check=3, validator_fee_bps=1000,
-        finder_share_bps=5000, slash_wei=450 * TOKEN, validator_slash_wei=10 * TOKEN,
-        min_trainer_stake_wei=450 * TOKEN, min_validator_stake_wei=100 * TOKEN, dispute_bond_wei=50 * TOKEN,
-        max_work_units=1000, submit_window_s=60, validate_window_s=60, challenge_window_s=60,
-    )  # fmt: skip
+        bounty_wei=1000 * TOKEN,
+        rounds=2,
+        sample_rate_ppm=500_000,
+        validators_per_check=3,
+        validator_fee_bps=1000,
+        finder_share_bps=5000,
+        slash_wei=450 * TOKEN,
+        validator_slash_wei=10 * TOKEN,
+        min_trainer_stake_wei=450 * TOKEN,
+        min_validator_stake_wei=100 * TOKEN,
+        dispute_bond_wei=50 * TOKEN,
+        max_work_units=1000,
+        submit_window_s=60,
+        validate_window_s=60,
+        challenge_window_s=60,
+    )
     values.update(changes)
     return TaskParams(**values)
 

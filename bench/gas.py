@@ -1,0 +1,185 @@
+"""Gas of every lifecycle call, from real transaction receipts on a private Anvil.
+
+Receipts include the 21,000 intrinsic gas and calldata that forge's gas report leaves out.
+Also measures how `submitWork` and `attest` grow with the number of submissions and validators.
+
+Run: .venv/bin/python -m bench.gas [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+
+from protocol import devnet
+from protocol.accounts import Signer, load_signer
+from protocol.chain import Chain
+from protocol.cid import cid_of_bytes
+from protocol.client import Crucible, Role
+from protocol.config import devnet_settings
+from protocol.deployment import deploy
+from protocol.params import TaskParams
+
+TOKEN = 10**18
+CID = cid_of_bytes(b"bench")
+PARAMS = TaskParams(
+    bounty_wei=1000 * TOKEN,
+    rounds=2,
+    sample_rate_ppm=1_000_000,
+    validators_per_check=3,
+    validator_fee_bps=1000,
+    finder_share_bps=5000,
+    slash_wei=500 * TOKEN,
+    validator_slash_wei=10 * TOKEN,
+    min_trainer_stake_wei=500 * TOKEN,
+    min_validator_stake_wei=100 * TOKEN,
+    dispute_bond_wei=50 * TOKEN,
+    max_work_units=1_000_000,
+    submit_window_s=3600,
+    validate_window_s=3600,
+    challenge_window_s=3600,
+)
+
+
+def fresh_signers(crucible: Crucible, funder: Signer, count: int, tokens: int) -> list[Signer]:
+    """New accounts with ether (Anvil's setBalance) and tokens."""
+    signers = []
+    for index in range(count):
+        account = Account.create(f"bench-{index}")
+        crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
+        crucible.transfer(funder, account.address, tokens * TOKEN)
+        signers.append(Signer(account.address, f"bench{index}", account))
+    return signers
+
+
+def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]:
+    gas: dict[str, list[int]] = defaultdict(list)
+    chain = crucible.chain
+
+    def record(name: str, receipt: Any) -> None:
+        gas[name].append(int(receipt["gasUsed"]))
+
+    crucible.ensure_allowance(dev[0], crucible.market.address, PARAMS.bounty_wei)
+    receipt = chain.transact(crucible.market.functions.createTask(PARAMS.as_contract_tuple(), CID, CID), dev[0])
+    record("createTask", receipt)
+    task_id = crucible.task_count()
+    for signer in dev[1:4]:
+        crucible.ensure_allowance(signer, crucible.stakes.address, 1000 * TOKEN)
+        record("stake (first, trainer)", chain.transact(crucible.stakes.functions.stake(1000 * TOKEN, 1), signer))
+    for signer in dev[4:9]:
+        crucible.ensure_allowance(signer, crucible.stakes.address, 200 * TOKEN)
+        record("stake (first, validator)", chain.transact(crucible.stakes.functions.stake(200 * TOKEN, 2), signer))
+        record("joinTask", crucible.join_task(signer, task_id))
+    ids = []
+    for signer, units in zip(dev[1:4], (300, 100, 200), strict=True):
+        function = crucible.market.functions.submitWork(task_id, 0, CID, CID, units, bytes(32))
+        record("submitWork", chain.transact(function, signer))
+        ids.append((task_id << 192) | int(signer.address, 16))
+    devnet.warp_to(chain, crucible.deadlines(task_id, 0).submit)
+    record("fixCheckSeed", crucible.fix_check_seed(dev[0], task_id))
+    by_address = {s.address: s for s in dev}
+    for sid, valid in zip(ids, (True, True, False), strict=True):
+        for address in crucible.assigned_validators(sid):
+            record("attest", crucible.attest(by_address[address], sid, valid, CID))
+    devnet.warp_to(chain, crucible.deadlines(task_id, 0).validate)
+    record("dispute", chain.transact(_approve_then(crucible, dev[3], ids[2]), dev[3]))
+    devnet.advance_time(chain, 1)
+    for address in crucible.dispute_committee(ids[2]):
+        record("voteDispute", crucible.vote_dispute(by_address[address], ids[2], False, CID))
+    record("resolveDispute", crucible.resolve_dispute(dev[0], ids[2]))
+    for address in crucible.aggregators(task_id, 0):
+        record("proposeCheckpoint", crucible.propose_checkpoint(by_address[address], task_id, 0, CID))
+    devnet.warp_to(chain, crucible.deadlines(task_id, 0).challenge)
+    record("finaliseRound", crucible.finalise_round(dev[0], task_id))
+    for sid in ids:
+        record("settle", crucible.settle(dev[0], sid))
+    for signer in dev[1:9]:
+        if crucible.credit_of(signer.address):
+            record("claim", chain.transact(crucible.market.functions.claim(), signer))
+    record("requestUnstake", crucible.request_unstake(dev[1], 100 * TOKEN))
+    crucible.ensure_allowance(dev[1], crucible.stakes.address, TOKEN)
+    record("stake (again)", chain.transact(crucible.stakes.functions.stake(TOKEN, 1), dev[1]))
+    devnet.warp_to(chain, crucible.deadlines(task_id, 1).challenge)
+    crucible.finalise_round(dev[0], task_id)
+    record("refund", chain.transact(crucible.market.functions.refund(task_id), dev[0]))
+    return gas
+
+
+def _approve_then(crucible: Crucible, signer: Signer, sid: int) -> Any:
+    crucible.ensure_allowance(signer, crucible.market.address, PARAMS.dispute_bond_wei)
+    return crucible.market.functions.dispute(sid)
+
+
+def scaling_gas(crucible: Crucible, dev: list[Signer], counts: tuple[int, ...]) -> list[dict[str, int]]:
+    """submitWork of the n-th submission and attest with n validators, for each n."""
+    rows = []
+    for count in counts:
+        task_id = crucible.create_task(dev[0], PARAMS, CID, CID)
+        validators = fresh_signers(crucible, dev[0], count, 200)
+        for signer in validators:
+            crucible.stake(signer, 200 * TOKEN, Role.VALIDATOR)
+            crucible.join_task(signer, task_id)
+        trainers = fresh_signers(crucible, dev[0], count, 600)
+        submit_gas = []
+        for signer in trainers:
+            crucible.stake(signer, 600 * TOKEN, Role.TRAINER)
+            function = crucible.market.functions.submitWork(task_id, 0, CID, CID, 100, bytes(32))
+            submit_gas.append(int(crucible.chain.transact(function, signer)["gasUsed"]))
+        devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
+        crucible.fix_check_seed(dev[0], task_id)
+        sid = (task_id << 192) | int(trainers[-1].address, 16)
+        by_address = {s.address: s for s in validators}
+        attest_gas = [
+            int(crucible.attest(by_address[address], sid, True, CID)["gasUsed"])
+            for address in crucible.assigned_validators(sid)
+        ]
+        rows.append(
+            {
+                "participants": count,
+                "submitWork_last": submit_gas[-1],
+                "submitWork_max": max(submit_gas),
+                "attest_max": max(attest_gas),
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--counts", default="5,20,70")
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        anvil = devnet.start_private_anvil(Path(tmp) / "anvil.log")
+        try:
+            chain = Chain(anvil.rpc_url)
+            dev = [load_signer(f"dev{i}") for i in range(10)]
+            deployment = deploy(chain, dev[0], token_holders=devnet_settings().dev_addresses, unbonding_period_s=120)
+            crucible = Crucible(chain, deployment)
+            lifecycle = lifecycle_gas(crucible, dev)
+            scaling = scaling_gas(crucible, dev, tuple(int(c) for c in options.counts.split(",")))
+        finally:
+            anvil.stop()
+    summary = {name: {"min": min(v), "max": max(v), "calls": len(v)} for name, v in lifecycle.items()}
+    if options.json:
+        print(json.dumps({"machine": platform.machine(), "lifecycle": summary, "scaling": scaling}, indent=2))
+        return
+    print("| call | min gas | max gas | calls |\n|---|---:|---:|---:|")
+    for name, row in summary.items():
+        print(f"| {name} | {row['min']:,} | {row['max']:,} | {row['calls']} |")
+    print("\n| validators = trainers | submitWork (n-th) | submitWork (max) | attest (max) |\n|---:|---:|---:|---:|")
+    for row in scaling:
+        print(
+            f"| {row['participants']} | {row['submitWork_last']:,} | {row['submitWork_max']:,} | {row['attest_max']:,} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
