@@ -176,9 +176,10 @@ def main() -> None:
         print(f"| {name} | {row['min']:,} | {row['max']:,} | {row['calls']} |")
     print("\n| validators = trainers | submitWork (n-th) | submitWork (max) | attest (max) |\n|---:|---:|---:|---:|")
     for row in scaling:
-        print(
-            f"| {row['participants']} | {row['submitWork_last']:,} | {row['submitWork_max']:,} | {row['attest_max']:,} |"
-        )
+        cells = [f"{row['participants']}"] + [
+            f"{row[key]:,}" for key in ("submitWork_last", "submitWork_max", "attest_max")
+        ]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, bytes):
         return "0x" + value.hex()
     if isinstance(value, Decimal):
-        return str(value)
+        # Token amounts are numbers for scripts; exact base units travel beside them as *_wei.
+        return int(value) if value == value.to_integral_value() else float(value)
     return value
 
 

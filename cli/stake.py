@@ -62,18 +62,13 @@ def _show(cli: object, address: str, json_output: bool) -> None:
     state = crucible.stake_account(address)
     decimals = crucible.decimals
     if json_output:
-        emit_json(
-            {
-                "address": address,
-                "role": state.role.name.lower(),
-                "staked": from_wei(state.staked, decimals),
-                "unbonding": from_wei(state.unbonding, decimals),
-                "locked": from_wei(state.locked, decimals),
-                "free": from_wei(state.free, decimals),
-                "release_at": state.release_at,
-                "credits": from_wei(crucible.credit_of(address), decimals),
-            }
-        )
+        credits = crucible.credit_of(address)
+        amounts = {"staked": state.staked, "unbonding": state.unbonding, "locked": state.locked, "free": state.free}
+        amounts["credits"] = credits
+        document: dict[str, object] = {"address": address, "role": state.role.name.lower()}
+        document |= {name: from_wei(value, decimals) for name, value in amounts.items()}
+        document |= {f"{name}_wei": value for name, value in amounts.items()}
+        emit_json(document | {"release_at": state.release_at})
         return
     symbol = crucible.symbol
     stdout.print(

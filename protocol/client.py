@@ -358,10 +358,24 @@ class Crucible:
         """The commitment the market would emit."""
         return bytes(self.chain.call(self.market.functions.commitmentOf(task_id, round_index, trainer, proofs_digest)))
 
+    def events(
+        self, contract: str, event_name: str, from_block: int | None = None, **filters: Any
+    ) -> list[dict[str, Any]]:
+        """Returns the decoded logs of any event of "TaskMarket", "StakeManager" or "DevToken" since
+        the deployment (or `from_block`), each as its arguments plus `blockNumber` and `transactionHash`."""
+        source = {"TaskMarket": self.market, "StakeManager": self.stakes, "DevToken": self.token}.get(contract)
+        if source is None:
+            raise ConfigError(f"unknown contract {contract!r}: TaskMarket, StakeManager or DevToken")
+        start = self.deployment.deployBlock if from_block is None else from_block
+        logs = self.chain.events(source, event_name, start, argument_filters=filters or None)
+        return [
+            dict(log["args"]) | {"blockNumber": log["blockNumber"], "transactionHash": log["transactionHash"]}
+            for log in logs
+        ]
+
     def submissions(self, task_id: int, round_index: int | None = None) -> list[dict[str, Any]]:
         """The WorkSubmitted events of a task (one round, or all), oldest first."""
         filters: dict[str, Any] = {"taskId": task_id}
         if round_index is not None:
             filters["round"] = round_index
-        logs = self.chain.events(self.market, "WorkSubmitted", self.deployment.deployBlock, argument_filters=filters)
-        return [dict(log["args"]) | {"blockNumber": log["blockNumber"]} for log in logs]
+        return self.events("TaskMarket", "WorkSubmitted", **filters)

@@ -94,9 +94,9 @@ def test_devnet_status_and_address_book(net: Devnet) -> None:
 
 def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     staked = net.run("stake", "deposit", "250", "--role", "validator", "--account", "dev5", "--yes", "--json").json()
-    assert staked["staked"] == "250" and staked["role"] == "validator"
+    assert staked["staked"] == 250 and staked["staked_wei"] == 250 * 10**18 and staked["role"] == "validator"
     shown = net.run("stake", "show", "dev5", "--json").json()
-    assert (shown["staked"], shown["unbonding"], shown["locked"]) == ("250", "0", "0")
+    assert (shown["staked"], shown["unbonding"], shown["locked"]) == (250, 0, 0)
 
     env_file = tmp_path / "env.json"
     env_file.write_text(json.dumps({"environment": "arithmetic", "schema_version": 1}))
@@ -121,12 +121,12 @@ def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     listed = net.run("task", "list", "--json").json()
     assert any(task["task_id"] == task_id for task in listed["tasks"])  # type: ignore[attr-defined]
     shown_task = net.run("task", "show", str(task_id), "--json").json()
-    assert shown_task["bounty"] == "100" and shown_task["rounds"] == 2 and shown_task["sample_rate"] == 0.5
+    assert shown_task["bounty"] == 100 and shown_task["rounds"] == 2 and shown_task["sample_rate"] == 0.5
     human = net.run("task", "show", str(task_id))
     assert human.code == 0 and f"Task {task_id}" in human.stdout
 
     unstaked = net.run("stake", "unstake", "50", "--account", "dev5", "--yes", "--json").json()
-    assert (unstaked["staked"], unstaked["unbonding"]) == ("200", "50")
+    assert (unstaked["staked"], unstaked["unbonding"]) == (200, 50)
     assert_one_line_error(net.run("stake", "withdraw", "--account", "dev5"), "nothing to withdraw yet")
 
 
@@ -179,7 +179,37 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     assert_one_line_error(down, "is unreachable")
 
     assert net.run("task", "list", "--json").json()["tasks"] == before, "no task was created"
-    assert net.run("stake", "show", dev1, "--json").json()["staked"] == "0", "nothing was staked"
+    assert net.run("stake", "show", dev1, "--json").json()["staked"] == 0, "nothing was staked"
+
+
+def test_deploy_to_a_chain_by_rpc(net: Devnet, tmp_path: Path) -> None:
+    book = tmp_path / "elsewhere.json"
+    deployed = crucible(net.home, "deploy", "--account", "dev9", "--out", str(book), "--yes", "--json", rpc=net.rpc_url)
+    assert deployed.code == 0, deployed.stderr
+    addresses = deployed.json()["addresses"]
+    assert json.loads(book.read_text())["TaskMarket"] == addresses["TaskMarket"]  # type: ignore[index]
+    assert crucible(net.home, "task", "list", "--json", deployment=book).json() == {"tasks": []}
+
+
+def test_refund_after_the_task_ends(net: Devnet) -> None:
+    from protocol.accounts import load_signer
+    from protocol.chain import Chain
+    from protocol.client import Crucible
+    from protocol.deployment import Deployment
+
+    created = net.run(
+        "task", "create", "--model", MODEL_CID, "--env", MODEL_CID, "--bounty", "30", "--rounds", "1",
+        "--submit-window", "5", "--validate-window", "5", "--challenge-window", "5", "--yes", "--json",
+    ).json()  # fmt: skip
+    task_id = int(created["task_id"])  # type: ignore[call-overload]
+    assert_one_line_error(net.run("task", "refund", str(task_id), "--yes"), "has not ended")
+    client = Crucible(Chain(net.rpc_url), Deployment.load(net.deployment))
+    devnet.warp_to(client.chain, client.deadlines(task_id, 0).challenge)
+    client.finalise_round(load_signer("dev0"), task_id)
+    assert_one_line_error(net.run("task", "refund", str(task_id), "--account", "dev1", "--yes"), "only the creator")
+    refunded = net.run("task", "refund", str(task_id), "--yes", "--json").json()
+    assert refunded == {"task_id": task_id, "refunded": 30}
+    assert_one_line_error(net.run("task", "refund", str(task_id), "--yes"), "nothing to refund")
 
 
 def test_accounts_listed_and_keys_never_printed(net: Devnet, tmp_path: Path) -> None:
