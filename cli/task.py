@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from protocol.cid import cid_of_bytes, keep_local_copy
 from protocol.client import Crucible
 from protocol.errors import ConfigError
 from protocol.ids import decode_submission_id
-from protocol.params import BPS, PPM, TaskParams, max_submission_reward
+from protocol.params import BPS, PPM, TaskParams, least_deterrent_slash, max_submission_reward
 from protocol.values import checked_cid, format_tokens, from_wei
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, show and refund tasks.")
@@ -99,10 +98,7 @@ def create(
     fee_bps = _fraction(validator_fee, "--validator-fee", BPS)
     max_reward = max_submission_reward(bounty_wei, rounds, fee_bps)
     if slash is None:
-        # The least slash p*S >= (1-p)*R allows, rounded up to a whole token.
-        least = math.ceil((PPM - sample_ppm) * max_reward / sample_ppm) if max_reward else 1
-        unit = 10**decimals
-        slash_wei = max(unit, -(-least // unit) * unit)
+        slash_wei = least_deterrent_slash(sample_ppm, max_reward, 10**decimals)
     else:
         slash_wei = cli.tokens(slash, "slash")
     min_stake_wei = cli.tokens(min_stake, "min stake") if min_stake is not None else slash_wei

@@ -22,6 +22,12 @@ def deterrence_ratio(sample_rate_ppm: int, slash_wei: int, max_reward_wei: int) 
     return sample_rate_ppm * slash_wei / gain if gain else float("inf")
 
 
+def least_deterrent_slash(sample_rate_ppm: int, max_reward_wei: int, unit_wei: int) -> int:
+    """Returns the smallest slash, in whole units of `unit_wei`, with p*S >= (1-p)*R (at least one unit)."""
+    least = -(-(PPM - sample_rate_ppm) * max_reward_wei // sample_rate_ppm)
+    return max(unit_wei, -(-least // unit_wei) * unit_wei)
+
+
 def deters(sample_rate_ppm: int, slash_wei: int, max_reward_wei: int) -> bool:
     """Whether p*S >= (1-p)*R, in exact integers as the chain checks it."""
     return sample_rate_ppm * slash_wei >= (PPM - sample_rate_ppm) * max_reward_wei

@@ -240,3 +240,23 @@ def test_help_and_usage_errors() -> None:
         assert command in help_text.stdout
     usage = subprocess.run([CRUCIBLE, "task", "create"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "Missing option" in usage.stderr and "Traceback" not in usage.stderr
+
+
+def test_devnet_state_survives_a_restart(tmp_path: Path) -> None:
+    """`down` saves Anvil's state in the state folder; the next `up` loads it, contracts and tasks included."""
+    home, book = tmp_path / "home", tmp_path / "31337.json"
+    port = str(devnet.free_port())
+    assert crucible(home, "devnet", "up", "--port", port, "--json", deployment=book).code == 0
+    try:
+        created = crucible(
+            home, "task", "create", "--model", MODEL_CID, "--env", MODEL_CID, "--bounty", "10", "--rounds", "1",
+            "--yes", "--json", deployment=book,
+        ).json()  # fmt: skip
+        assert crucible(home, "devnet", "down", "--json").json() == {"stopped": True}
+        assert crucible(home, "devnet", "status", "--json").json()["running"] is False
+        again = crucible(home, "devnet", "up", "--port", port, "--json", deployment=book).json()
+        assert again["deployed"] is False, "the contracts came back with the state"
+        tasks = crucible(home, "task", "list", "--json", deployment=book).json()["tasks"]
+        assert [task["task_id"] for task in tasks] == [created["task_id"]]  # type: ignore[attr-defined]
+    finally:
+        crucible(home, "devnet", "down")

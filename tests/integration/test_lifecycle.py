@@ -143,6 +143,11 @@ def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
     for validator in dev[4:9]:
         crucible.leave_task(validator, task_id)
         assert crucible.stake_account(validator.address).locked == 0
+    # The history is in the events: three settlements, one trainer slash, one lost dispute.
+    settled = crucible.events("TaskMarket", "Settled")
+    assert sorted(int(e["submissionId"]) for e in settled) == sorted(ids.values())
+    assert [e["operator"] for e in crucible.events("StakeManager", "Slashed")] == [dev[3].address]
+    assert [e["upheld"] for e in crucible.events("TaskMarket", "DisputeResolved")] == [False]
     # Money check: everything that left someone arrived somewhere.
     end = {signer.address: crucible.balance_of(signer.address) for signer in dev}
     staked = sum(crucible.stake_account(signer.address).staked for signer in dev)

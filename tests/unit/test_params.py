@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from protocol.params import TaskParams, deters, max_submission_reward
+from protocol.params import TaskParams, deters, least_deterrent_slash, max_submission_reward
 
 TOKEN = 10**18
 
@@ -49,3 +49,10 @@ def test_slash_must_be_collectable() -> None:
 def test_contract_order_of_fields() -> None:
     assert params().as_contract_tuple()[:3] == (1000 * TOKEN, 2, 500_000)
     assert len(params().as_contract_tuple()) == 15
+
+
+def test_least_deterrent_slash_is_the_boundary() -> None:
+    reward = max_submission_reward(1000 * TOKEN, 2, 1000)  # 450 tokens
+    slash = least_deterrent_slash(100_000, reward, TOKEN)  # p = 0.1: S >= 9 R = 4050
+    assert slash == 4050 * TOKEN and deters(100_000, slash, reward) and not deters(100_000, slash - TOKEN, reward)
+    assert least_deterrent_slash(1_000_000, reward, TOKEN) == TOKEN
