@@ -15,6 +15,7 @@ PY_STAMP := $(VENV)/.installed
 TORCH_STAMP := $(VENV)/.torch-toploc
 NODE_STAMP := node_modules/.installed
 SLITHER_STAMP := $(SLITHER_VENV)/.installed
+DEBIAN_STAMP := .tools/.debian-packages
 BUILD_STAMP := contracts/out/.built
 CONTRACT_SOURCES := $(shell find contracts/src -name '*.sol') foundry.toml
 
@@ -24,7 +25,18 @@ help:
 	@echo "make demo   install what is missing, then walk a task's lifecycle on a devnet"
 	@echo "make test   install what is missing, then run lint, forge tests, the mutation check and pytest"
 
-setup: $(PY_STAMP) $(NODE_STAMP) $(SLITHER_STAMP)
+setup: $(PY_STAMP) $(NODE_STAMP) $(SLITHER_STAMP) $(DEBIAN_STAMP)
+
+# Debian's ipfs-cid, an independent CID implementation the CID test compares against. Where it
+# cannot be installed (no root, no apt) the test says so and skips.
+$(DEBIAN_STAMP):
+	@mkdir -p .tools
+	@if command -v ipfs_cid >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ipfs-cid) >/dev/null \
+		|| echo "could not install ipfs-cid: the CID comparison test will skip"; \
+	else echo "not root or no apt-get: ipfs-cid not installed, the CID comparison test will skip"; fi
+	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error

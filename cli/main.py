@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cli import account, devnet, stake, task
+from cli import account, artifacts, devnet, stake, task
 from cli.context import CliContext
 from cli.output import stderr
 from protocol.errors import CrucibleError
@@ -22,6 +22,8 @@ app.add_typer(devnet.app, name="devnet")
 app.add_typer(task.app, name="task")
 app.add_typer(stake.app, name="stake")
 app.add_typer(account.app, name="account")
+app.add_typer(artifacts.app, name="artifacts")
+app.add_typer(artifacts.relay_app, name="relay")
 app.command("deploy")(devnet.deploy_command)
 
 

@@ -36,6 +36,10 @@ class Signer:
         """Returns the raw signed transaction."""
         return bytes(self._account.sign_transaction(transaction).raw_transaction)
 
+    def sign_message(self, message: Any) -> str:
+        """Returns the 0x-hex EIP-191 signature of an encoded message (`encode_defunct`)."""
+        return "0x" + bytes(self._account.sign_message(message).signature).hex()
+
 
 @dataclass(frozen=True)
 class AccountInfo:

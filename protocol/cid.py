@@ -1,18 +1,25 @@
-"""CIDs as Kubo assigns them (sha2-256, 256 KiB chunks, balanced DAG), computed by aleph-cid."""
+"""CIDs as Kubo assigns them (sha2-256, 256 KiB chunks, balanced DAG), computed by aleph-cid.
+
+CIDv1 with raw leaves (`ipfs add --cid-version 1`) is the default; CIDv0 on request. Files are
+hashed in pieces, so a 10 GB file never sits in memory.
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import aleph_cid
 
 from protocol.config import crucible_home
+from protocol.errors import ConfigError
+from protocol.values import checked_cid
 
 CHUNK_BYTES = 1 << 20
 
 
 def _hasher(version: int) -> aleph_cid.CidHasher:
+    if version not in (0, 1):
+        raise ConfigError(f"CID version must be 0 or 1, got {version}")
     return aleph_cid.CidHasher.for_ipfs_v1_raw_leaves() if version == 1 else aleph_cid.CidHasher.for_ipfs()
 
 
@@ -24,7 +31,7 @@ def cid_of_bytes(data: bytes, version: int = 1) -> str:
 
 
 def cid_of_file(path: Path, version: int = 1) -> str:
-    """Returns the CID of a file's bytes, read in 1 MiB pieces so it never sits in memory whole."""
+    """Returns the CID of a file's bytes, read in 1 MiB pieces."""
     hasher = _hasher(version)
     with path.open("rb") as handle:
         while chunk := handle.read(CHUNK_BYTES):
@@ -32,13 +39,40 @@ def cid_of_file(path: Path, version: int = 1) -> str:
     return str(hasher.finalize())
 
 
+class CidVerifier:
+    """Hashes bytes as they stream in and says at the end whether they are the expected CID's."""
+
+    def __init__(self, expected_cid: str) -> None:
+        self.expected_cid = checked_cid(expected_cid)
+        try:
+            self._hasher = aleph_cid.CidHasher.for_expected(expected_cid)
+        except ValueError:
+            raise ConfigError(f"CID {expected_cid} is of a kind that cannot be verified here (not sha2-256)") from None
+        self.size = 0
+
+    def update(self, chunk: bytes) -> None:
+        """Absorbs the next piece."""
+        self._hasher.update(chunk)
+        self.size += len(chunk)
+
+    def matches(self) -> bool:
+        """Whether everything absorbed hashes to the expected CID (callable once)."""
+        return bool(self._hasher.finalize() == self.expected_cid)
+
+
+def verify_bytes(data: bytes, expected_cid: str) -> bool:
+    """Whether `data` is the content of `expected_cid`."""
+    verifier = CidVerifier(expected_cid)
+    verifier.update(data)
+    return verifier.matches()
+
+
 def keep_local_copy(data: bytes, cid: str) -> Path:
-    """Stores bytes under the state folder keyed by their CID (atomically) and returns the path."""
-    directory = crucible_home() / "store"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / cid
-    if not path.exists():
-        temporary = directory / f".{cid}.{os.getpid()}.tmp"
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
-    return path
+    """Stores bytes in the default local store (the state folder's `store/`) and returns the path."""
+    from protocol.artifacts.store import LocalStore
+
+    store = LocalStore(crucible_home() / "store")
+    stored = store.put(data)
+    if stored != cid:
+        raise ConfigError(f"internal: bytes hash to {stored}, not {cid}")
+    return store.path_for(cid)

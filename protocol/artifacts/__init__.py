@@ -1,0 +1,1 @@
+"""Content-addressed artifacts: stores, checkpoint and update manifests, the relay network."""

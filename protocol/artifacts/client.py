@@ -1,0 +1,234 @@
+"""Fetching from relays: parallel, throughput-ranked, verified while streaming, resumable.
+
+Every download goes to `<store>/.partial/<cid>` while it is hashed; only bytes that hash to the
+CID are moved into the store. A relay whose bytes do not match (corrupted, truncated) is demoted
+and the partial file discarded; a relay that fails mid-transfer leaves the partial file to be
+resumed, with a `Range` request, from the next relay (or by the next run after a crash, which
+re-hashes what is there first).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from eth_account.messages import encode_defunct
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
+
+from protocol.accounts import Signer
+from protocol.artifacts.manifest import Manifest, parse_manifest
+from protocol.artifacts.relay import upload_message
+from protocol.artifacts.store import LocalStore, safe_cid
+from protocol.cid import CHUNK_BYTES, CidVerifier, cid_of_file
+from protocol.errors import ArtifactError, ConfigError
+
+DEMOTE_S = 60.0
+EWMA = 0.3
+
+
+@dataclass
+class RelayScore:
+    """What the client has measured of one relay."""
+
+    url: str
+    throughput_bps: float | None = None
+    failures: int = 0
+    demoted_until: float = 0.0
+    active: int = 0
+
+
+@dataclass
+class FetchReport:
+    """How one CID was fetched."""
+
+    cid: str
+    size: int
+    relays: list[str] = field(default_factory=list)
+    resumed_from: int = 0
+    rejected: list[str] = field(default_factory=list)
+
+
+class RelayPool:
+    """Picks relays: untried first, then by measured throughput shared among active transfers."""
+
+    def __init__(self, urls: Iterable[str]) -> None:
+        self.scores = {url.rstrip("/"): RelayScore(url.rstrip("/")) for url in urls}
+        if not self.scores:
+            raise ConfigError("no relay given")
+        self.lock = threading.Lock()
+
+    def choose(self, avoid: set[str]) -> str | None:
+        now = time.monotonic()
+        with self.lock:
+            candidates = [s for s in self.scores.values() if s.url not in avoid]
+            if not candidates:
+                return None
+            healthy = [s for s in candidates if s.demoted_until <= now] or candidates
+
+            def rank(score: RelayScore) -> float:
+                if score.throughput_bps is None:
+                    return float("inf")
+                return score.throughput_bps / (score.active + 1)
+
+            best = max(healthy, key=rank)
+            best.active += 1
+            return best.url
+
+    def done(self, url: str, nbytes: int, seconds: float) -> None:
+        with self.lock:
+            score = self.scores[url]
+            score.active -= 1
+            if nbytes and seconds > 0:
+                measured = nbytes / seconds
+                previous = score.throughput_bps
+                score.throughput_bps = measured if previous is None else (1 - EWMA) * previous + EWMA * measured
+
+    def failed(self, url: str, demote: bool) -> None:
+        with self.lock:
+            score = self.scores[url]
+            score.active -= 1
+            score.failures += 1
+            if demote:
+                score.demoted_until = time.monotonic() + DEMOTE_S
+
+
+class Fetcher:
+    """Fetches CIDs from relays into a LocalStore."""
+
+    def __init__(self, urls: Iterable[str], store: LocalStore, parallel: int = 4, show_progress: bool = True) -> None:
+        self.pool = RelayPool(urls)
+        self.store = store
+        self.parallel = parallel
+        self.http = httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0))
+        self._tasks: dict[str, TaskID] = {}
+        self.progress = (
+            Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn())
+            if show_progress
+            else None
+        )
+
+    def fetch(self, cid: str) -> FetchReport:
+        """Fetches one CID (unless the store has it) and returns how."""
+        cid = safe_cid(cid)
+        if self.store.has(cid):
+            return FetchReport(cid, self.store.size_of(cid))
+        report = FetchReport(cid, 0)
+        avoid: set[str] = set()
+        reasons: list[str] = []
+        for _ in range(3 * len(self.pool.scores)):
+            url = self.pool.choose(avoid)
+            if url is None:
+                break
+            outcome = self._attempt(url, cid, report)
+            if outcome == "done":
+                return report
+            reasons.append(f"{url}: {outcome}")
+            if outcome in ("absent", "bad bytes"):
+                avoid.add(url)
+        raise ArtifactError(f"could not fetch {cid}: " + "; ".join(reasons[-len(self.pool.scores) :] or ["no relay"]))
+
+    def _attempt(self, url: str, cid: str, report: FetchReport) -> str:
+        partial = self.store.partial_path(cid)
+        verifier = CidVerifier(cid)
+        offset = partial.stat().st_size if partial.exists() else 0
+        if offset:
+            with partial.open("rb") as handle:
+                while chunk := handle.read(CHUNK_BYTES):
+                    verifier.update(chunk)
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        started = time.monotonic()
+        received = 0
+        try:
+            with self.http.stream("GET", f"{url}/ipfs/{cid}", headers=headers) as response:
+                if response.status_code == 404:
+                    self.pool.failed(url, demote=False)
+                    return "absent"
+                if response.status_code == 416 or response.status_code not in (200, 206):
+                    self.pool.failed(url, demote=True)
+                    return f"HTTP {response.status_code}"
+                if offset and response.status_code == 200:
+                    # The relay ignored the range: start over.
+                    offset, verifier = 0, CidVerifier(cid)
+                    partial.unlink(missing_ok=True)
+                if offset and not report.resumed_from:
+                    report.resumed_from = offset
+                with partial.open("ab") as handle:
+                    for chunk in response.iter_bytes(CHUNK_BYTES):
+                        handle.write(chunk)
+                        verifier.update(chunk)
+                        received += len(chunk)
+                        self._advance(cid, len(chunk))
+        except httpx.HTTPError:
+            self.pool.failed(url, demote=True)
+            return "transfer failed (kept for resume)"
+        if not verifier.matches():
+            partial.unlink(missing_ok=True)
+            self.pool.failed(url, demote=True)
+            report.rejected.append(url)
+            return "bad bytes"
+        self.store.install_verified_file(cid, partial)
+        self.pool.done(url, received, time.monotonic() - started)
+        report.size = verifier.size
+        report.relays.append(url)
+        return "done"
+
+    def _advance(self, cid: str, nbytes: int) -> None:
+        if self.progress is not None and cid in self._tasks:
+            self.progress.advance(self._tasks[cid], nbytes)
+
+    def fetch_many(self, cids: list[str], sizes: dict[str, int] | None = None) -> list[FetchReport]:
+        """Fetches CIDs in parallel, with a progress bar when enabled."""
+        self._tasks = {}
+        if self.progress is not None:
+            self.progress.start()
+            for cid in cids:
+                self._tasks[cid] = self.progress.add_task(cid[:16], total=(sizes or {}).get(cid))
+        try:
+            with ThreadPoolExecutor(max_workers=self.parallel) as workers:
+                return list(workers.map(self.fetch, cids))
+        finally:
+            if self.progress is not None:
+                self.progress.stop()
+
+    def fetch_manifest_tree(self, cid: str) -> Manifest:
+        """Fetches a manifest and all its shards (each verified) into the store."""
+        self.fetch(cid)
+        manifest = parse_manifest(self.store.get(cid), cid)
+        self.fetch_many([shard.cid for shard in manifest.shards], {s.cid: s.size for s in manifest.shards})
+        return manifest
+
+
+def upload(url: str, path: Path, signer: Signer, expiry_s: int = 600, timeout_s: float = 120.0) -> str:
+    """Uploads a file to a relay, signed by `signer`; returns its CID."""
+    cid = cid_of_file(path)
+    size = path.stat().st_size
+    expiry = int(time.time()) + expiry_s
+    signature = signer.sign_message(encode_defunct(text=upload_message(cid, size, expiry)))
+    headers = {
+        "X-Crucible-Address": signer.address,
+        "X-Crucible-Expiry": str(expiry),
+        "X-Crucible-Signature": signature,
+        "Content-Length": str(size),
+    }
+
+    def body() -> Iterable[bytes]:
+        with path.open("rb") as handle:
+            while chunk := handle.read(CHUNK_BYTES):
+                yield chunk
+
+    try:
+        response = httpx.put(f"{url.rstrip('/')}/ipfs/{cid}", content=body(), headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as error:
+        raise ArtifactError(f"upload to {url} failed: {error}") from None
+    if response.status_code != 200:
+        try:
+            reason = response.json().get("error", response.text)
+        except ValueError:
+            reason = response.text
+        raise ArtifactError(f"relay {url} refused the upload ({response.status_code}): {reason}")
+    return cid

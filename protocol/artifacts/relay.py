@@ -1,0 +1,318 @@
+"""A relay: serves any CID it holds at the IPFS gateway path, takes signed uploads, mirrors others.
+
+- `GET|HEAD /ipfs/{cid}` with `Range` support, from the relay's LocalStore; an optional cap on
+  the bytes per second it sends, shared by all responses (to emulate a home uplink).
+- `PUT /ipfs/{cid}`: an upload signed (EIP-191) by an address over
+  `crucible-upload:{cid}:{size}:{expiry}`; refused when unsigned, expired, over the size bound,
+  over the address's rate, from an address without stake (when a stake check is configured) or
+  when the bytes do not hash to the CID. Nothing is stored unless every check passed.
+- `GET /announcements?after=N`: the manifests it holds, in the order it got them; followers poll
+  it and mirror each manifest and its shards (verified), then announce them too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eth_account import Account
+from eth_account.messages import encode_defunct
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from protocol.artifacts.manifest import MAX_MANIFEST_BYTES, parse_manifest
+from protocol.artifacts.store import LocalStore, safe_cid
+from protocol.cid import CidVerifier
+from protocol.errors import ArtifactError, ConfigError
+
+MAX_EXPIRY_AHEAD_S = 3600
+UPLOAD_HEADERS = ("x-crucible-address", "x-crucible-expiry", "x-crucible-signature")
+
+
+def upload_message(cid: str, size: int, expiry: int) -> str:
+    """The text an uploader signs."""
+    return f"crucible-upload:{cid}:{size}:{expiry}"
+
+
+@dataclass
+class RelaySettings:
+    """How a relay behaves."""
+
+    store_dir: Path
+    max_upload_bytes: int = 256 * 1024 * 1024
+    uploads_per_minute: int = 120
+    upload_bytes_per_minute: int = 4 * 1024 * 1024 * 1024
+    serve_bytes_per_s: int = 0  # 0: no cap
+    follow: list[str] = field(default_factory=list)
+    follow_interval_s: float = 1.0
+    stake_check: Callable[[str], bool] | None = None
+
+
+class _Throttle:
+    """A token bucket shared by every response: at most `rate` bytes per second leave the relay."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.lock = threading.Lock()
+        self.next_free = time.monotonic()
+
+    def wait(self, nbytes: int) -> None:
+        if self.rate <= 0:
+            return
+        with self.lock:
+            now = time.monotonic()
+            start = max(now, self.next_free)
+            self.next_free = start + nbytes / self.rate
+        delay = start - now
+        if delay > 0:
+            time.sleep(delay)
+
+
+class _UploadLimits:
+    """Per-address sliding-minute limits on upload count and bytes."""
+
+    def __init__(self, count: int, nbytes: int) -> None:
+        self.count, self.nbytes = count, nbytes
+        self.history: dict[str, deque[tuple[float, int]]] = {}
+        self.lock = threading.Lock()
+
+    def admit(self, address: str, size: int) -> str | None:
+        now = time.monotonic()
+        with self.lock:
+            events = self.history.setdefault(address, deque())
+            while events and now - events[0][0] > 60:
+                events.popleft()
+            if len(events) >= self.count:
+                return f"more than {self.count} uploads a minute from {address}"
+            if sum(n for _, n in events) + size > self.nbytes:
+                return f"more than {self.nbytes} bytes a minute from {address}"
+            events.append((now, size))
+        return None
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _parse_range(header: str | None, size: int) -> tuple[int, int] | str | None:
+    """Returns (start, end exclusive), None for the whole file, or 'bad' when unsatisfiable."""
+    if not header:
+        return None
+    if not header.startswith("bytes=") or "," in header:
+        return "bad"
+    first, _, last = header[6:].partition("-")
+    try:
+        if first == "":
+            length = int(last)
+            start, end = max(size - length, 0), size
+        else:
+            start = int(first)
+            end = int(last) + 1 if last else size
+    except ValueError:
+        return "bad"
+    if start >= size or start < 0 or end <= start:
+        return "bad"
+    return start, min(end, size)
+
+
+class Relay:
+    """The relay's state: its store, limits, announcements and followers."""
+
+    def __init__(self, settings: RelaySettings) -> None:
+        self.settings = settings
+        self.store = LocalStore(settings.store_dir)
+        self.throttle = _Throttle(settings.serve_bytes_per_s)
+        self.limits = _UploadLimits(settings.uploads_per_minute, settings.upload_bytes_per_minute)
+        self.log_path = self.store.root / ".announcements"
+        self.announced: list[str] = self.log_path.read_text().split() if self.log_path.exists() else []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def announce(self, cid: str) -> None:
+        """Adds a manifest to the announcements (once)."""
+        with self.lock:
+            if cid in self.announced:
+                return
+            self.announced.append(cid)
+            with self.log_path.open("a") as log:
+                log.write(cid + "\n")
+
+    def maybe_announce(self, cid: str) -> None:
+        """Announces `cid` when its bytes are a manifest."""
+        if self.store.size_of(cid) > MAX_MANIFEST_BYTES:
+            return
+        try:
+            parse_manifest(self.store.path_for(cid).read_bytes(), cid)
+        except ArtifactError:
+            return
+        self.announce(cid)
+
+    def chunks(self, cid: str, start: int, end: int) -> Iterator[bytes]:
+        """The stored bytes, paced by the relay's send cap."""
+        for chunk in self.store.open_chunks(cid, start, end):
+            self.throttle.wait(len(chunk))
+            yield chunk
+
+    def follow_forever(self, origin: str) -> None:
+        """Polls `origin` for announcements and mirrors every manifest with its shards."""
+        import httpx
+
+        from protocol.artifacts.client import Fetcher
+
+        fetcher = Fetcher([origin], self.store, show_progress=False)
+        seen = 0
+        while not self.stop.wait(self.settings.follow_interval_s):
+            try:
+                response = httpx.get(f"{origin}/announcements", params={"after": seen}, timeout=10)
+                response.raise_for_status()
+                document = response.json()
+            except (httpx.HTTPError, ValueError):
+                continue
+            for cid in document.get("manifests", []):
+                try:
+                    fetcher.fetch_manifest_tree(safe_cid(cid))
+                    self.announce(cid)
+                except (ArtifactError, ConfigError):
+                    break  # try again at the next poll, from the same place
+                seen += 1
+
+
+def create_app(settings: RelaySettings) -> FastAPI:
+    """Returns the relay's FastAPI application."""
+    relay = Relay(settings)
+    app = FastAPI(title="Crucible relay", version="1", description=__doc__)
+    app.state.relay = relay
+
+    @app.on_event("startup")
+    async def _start_followers() -> None:
+        for origin in settings.follow:
+            threading.Thread(target=relay.follow_forever, args=(origin.rstrip("/"),), daemon=True).start()
+
+    @app.on_event("shutdown")
+    async def _stop_followers() -> None:
+        relay.stop.set()
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, object]:
+        return {"ok": True, "cids": len(relay.store.cids()), "manifests": len(relay.announced)}
+
+    @app.api_route("/ipfs/{cid}", methods=["GET", "HEAD"])
+    def serve(cid: str, request: Request) -> Response:
+        try:
+            cid = safe_cid(cid)
+        except ConfigError as error:
+            return _error(400, str(error))
+        if not relay.store.has(cid):
+            return _error(404, f"{cid} is not held here")
+        size = relay.store.size_of(cid)
+        span = _parse_range(request.headers.get("range"), size)
+        if span == "bad":
+            return Response(status_code=416, headers={"Content-Range": f"bytes */{size}"})
+        start, end = span if isinstance(span, tuple) else (0, size)
+        headers = {"Accept-Ranges": "bytes", "Content-Length": str(end - start), "ETag": f'"{cid}"'}
+        status = 200
+        if isinstance(span, tuple):
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+        if request.method == "HEAD":
+            return Response(status_code=status, headers=headers)
+        return StreamingResponse(
+            relay.chunks(cid, start, end), status_code=status, headers=headers, media_type="application/octet-stream"
+        )
+
+    @app.put("/ipfs/{cid}")
+    async def upload(cid: str, request: Request) -> Response:
+        try:
+            cid = safe_cid(cid)
+        except ConfigError as error:
+            return _error(400, str(error))
+        missing = [name for name in UPLOAD_HEADERS if name not in request.headers]
+        if missing:
+            return _error(401, f"unsigned upload: missing {', '.join(missing)}")
+        length_header = request.headers.get("content-length")
+        if length_header is None or not length_header.isdigit():
+            return _error(411, "an upload needs a Content-Length")
+        size = int(length_header)
+        if size > settings.max_upload_bytes:
+            return _error(413, f"upload of {size} bytes is over this relay's bound of {settings.max_upload_bytes}")
+        try:
+            expiry = int(request.headers["x-crucible-expiry"])
+            claimed = request.headers["x-crucible-address"]
+            message = encode_defunct(text=upload_message(cid, size, expiry))
+            signer = Account.recover_message(message, signature=request.headers["x-crucible-signature"])
+        except (ValueError, TypeError) as error:
+            return _error(401, f"bad upload signature: {error}")
+        now = time.time()
+        if expiry < now or expiry > now + MAX_EXPIRY_AHEAD_S:
+            return _error(401, f"upload signature expired or too far ahead (expiry {expiry}, now {int(now)})")
+        if signer.lower() != claimed.lower():
+            return _error(401, "the signature is not by the address the upload names")
+        if settings.stake_check is not None:
+            staked = await asyncio.to_thread(settings.stake_check, signer)
+            if not staked:
+                return _error(403, f"{signer} has no stake: only staked addresses may upload")
+        refusal = relay.limits.admit(signer, size)
+        if refusal:
+            return _error(429, refusal)
+        if relay.store.has(cid):
+            await request.body()
+            return JSONResponse({"cid": cid, "stored": False})
+        verifier = CidVerifier(cid)
+        descriptor, name = tempfile.mkstemp(dir=relay.store.root, prefix=".upload-")
+        received = 0
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                async for chunk in request.stream():
+                    received += len(chunk)
+                    if received > size:
+                        return _error(413, "the upload is longer than its Content-Length")
+                    verifier.update(chunk)
+                    handle.write(chunk)
+            if received != size:
+                return _error(400, f"the upload ended after {received} of {size} bytes")
+            if not verifier.matches():
+                return _error(422, f"the uploaded bytes do not hash to {cid}: nothing stored")
+            relay.store.install_verified_file(cid, Path(name))
+        finally:
+            Path(name).unlink(missing_ok=True)
+        relay.maybe_announce(cid)
+        return JSONResponse({"cid": cid, "stored": True})
+
+    @app.get("/announcements")
+    def announcements(after: int = Query(0, ge=0, le=10**9)) -> dict[str, object]:
+        with relay.lock:
+            listed = relay.announced[after : after + 1000]
+        return {"manifests": listed, "next": after + len(listed)}
+
+    return app
+
+
+def chain_stake_check(rpc_url: str, deployment_path: Path, min_stake_wei: int) -> Callable[[str], bool]:
+    """A stake check against StakeManager: staked plus unbonding at least `min_stake_wei`. A yes is
+    cached for 30 s, a no for 2 s (so a newly staked address is admitted soon)."""
+    from protocol.chain import Chain
+    from protocol.client import Crucible
+    from protocol.deployment import Deployment
+
+    crucible = Crucible(Chain(rpc_url), Deployment.load(deployment_path))
+    cache: dict[str, tuple[float, bool]] = {}
+
+    def check(address: str) -> bool:
+        now = time.monotonic()
+        if address in cache:
+            checked_at, result = cache[address]
+            if now - checked_at < (30 if result else 2):
+                return result
+        account = crucible.stake_account(address)
+        result = account.staked + account.unbonding >= max(min_stake_wei, 1)
+        cache[address] = (now, result)
+        return result
+
+    return check
