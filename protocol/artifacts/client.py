@@ -100,8 +100,17 @@ class RelayPool:
 class Fetcher:
     """Fetches CIDs from relays into a LocalStore."""
 
-    def __init__(self, urls: Iterable[str], store: LocalStore, parallel: int = 4, show_progress: bool = True) -> None:
+    def __init__(
+        self,
+        urls: Iterable[str],
+        store: LocalStore,
+        parallel: int = 4,
+        show_progress: bool = True,
+        absent_wait_s: float = 0.0,
+    ) -> None:
+        """`absent_wait_s`: how long to keep asking when no relay has a CID yet (relays still mirroring)."""
         self.pool = RelayPool(urls)
+        self.absent_wait_s = absent_wait_s
         self.store = store
         self.parallel = parallel
         self.http = httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0))
@@ -118,18 +127,26 @@ class Fetcher:
         if self.store.has(cid):
             return FetchReport(cid, self.store.size_of(cid))
         report = FetchReport(cid, 0)
-        avoid: set[str] = set()
         reasons: list[str] = []
-        for _ in range(3 * len(self.pool.scores)):
-            url = self.pool.choose(avoid)
-            if url is None:
+        give_up_at = time.monotonic() + self.absent_wait_s
+        while True:
+            avoid: set[str] = set()
+            absent: set[str] = set()
+            for _ in range(3 * len(self.pool.scores)):
+                url = self.pool.choose(avoid)
+                if url is None:
+                    break
+                outcome = self._attempt(url, cid, report)
+                if outcome == "done":
+                    return report
+                reasons.append(f"{url}: {outcome}")
+                if outcome in ("absent", "bad bytes"):
+                    avoid.add(url)
+                if outcome == "absent":
+                    absent.add(url)
+            if not absent or time.monotonic() >= give_up_at:
                 break
-            outcome = self._attempt(url, cid, report)
-            if outcome == "done":
-                return report
-            reasons.append(f"{url}: {outcome}")
-            if outcome in ("absent", "bad bytes"):
-                avoid.add(url)
+            time.sleep(0.5)
         raise ArtifactError(f"could not fetch {cid}: " + "; ".join(reasons[-len(self.pool.scores) :] or ["no relay"]))
 
     def _attempt(self, url: str, cid: str, report: FetchReport) -> str:
