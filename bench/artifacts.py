@@ -38,7 +38,8 @@ from protocol.artifacts.client import Fetcher
 from protocol.artifacts.store import LocalStore
 start = time.monotonic()
 urls, store = sys.argv[3].split(","), LocalStore(Path(sys.argv[2]))
-Fetcher(urls, store, parallel=4, show_progress=False, absent_wait_s=600).fetch_manifest_tree(sys.argv[1])
+fetcher = Fetcher(urls, store, parallel=4, show_progress=False, absent_wait_s=600, order_seed=int(sys.argv[4]))
+fetcher.fetch_manifest_tree(sys.argv[1])
 print(time.monotonic() - start)
 """
 
@@ -109,7 +110,7 @@ def distribute(
         start = time.monotonic()
         runs = [
             subprocess.Popen(
-                [sys.executable, "-c", CLIENT, manifest, str(work / f"client{i}"), ",".join(sources)],
+                [sys.executable, "-c", CLIENT, manifest, str(work / f"client{i}"), ",".join(sources), str(i)],
                 stdout=subprocess.PIPE,
                 text=True,
             )

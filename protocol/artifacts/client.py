@@ -9,6 +9,7 @@ re-hashes what is there first).
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Iterable
@@ -107,10 +108,14 @@ class Fetcher:
         parallel: int = 4,
         show_progress: bool = True,
         absent_wait_s: float = 0.0,
+        order_seed: int | None = None,
     ) -> None:
-        """`absent_wait_s`: how long to keep asking when no relay has a CID yet (relays still mirroring)."""
+        """`absent_wait_s`: how long to keep asking when no relay has a CID yet (relays still mirroring).
+        `order_seed`: fetch a manifest's shards in an order shuffled by this seed, so that relays and
+        clients that start together spread over different shards instead of all wanting the same one."""
         self.pool = RelayPool(urls)
         self.absent_wait_s = absent_wait_s
+        self.order_seed = order_seed
         self.store = store
         self.parallel = parallel
         self.http = httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0))
@@ -216,7 +221,10 @@ class Fetcher:
         """Fetches a manifest and all its shards (each verified) into the store."""
         self.fetch(cid)
         manifest = parse_manifest(self.store.get(cid), cid)
-        self.fetch_many([shard.cid for shard in manifest.shards], {s.cid: s.size for s in manifest.shards})
+        shards = [shard.cid for shard in manifest.shards]
+        if self.order_seed is not None:
+            random.Random(self.order_seed).shuffle(shards)
+        self.fetch_many(shards, {s.cid: s.size for s in manifest.shards})
         return manifest
 
 
@@ -249,3 +257,41 @@ def upload(url: str, path: Path, signer: Signer, expiry_s: int = 600, timeout_s:
             reason = response.text
         raise ArtifactError(f"relay {url} refused the upload ({response.status_code}): {reason}")
     return cid
+
+
+class RelayStore:
+    """The Store interface over relays: `put` uploads (signed) to every relay, `get` fetches
+    (verified) into a local cache, `has` asks each relay, `pin` checks some relay holds it."""
+
+    def __init__(self, urls: Iterable[str], cache: LocalStore, signer: Signer | None = None) -> None:
+        self.urls = [url.rstrip("/") for url in urls]
+        self.cache = cache
+        self.signer = signer
+        self.fetcher = Fetcher(self.urls, cache, show_progress=False)
+
+    def put(self, data: bytes) -> str:
+        if self.signer is None:
+            raise ConfigError("uploading to relays needs an account to sign with")
+        cid = self.cache.put(data)
+        for url in self.urls:
+            upload(url, self.cache.path_for(cid), self.signer)
+        return cid
+
+    def get(self, cid: str) -> bytes:
+        self.fetcher.fetch(cid)
+        return self.cache.get(cid)
+
+    def has(self, cid: str) -> bool:
+        cid = safe_cid(cid)
+        for url in self.urls:
+            try:
+                if httpx.head(f"{url}/ipfs/{cid}", timeout=10).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                continue
+        return False
+
+    def pin(self, cid: str) -> None:
+        # Relays keep what they hold; pinning there means making sure one does.
+        if not self.has(cid):
+            raise ArtifactError(f"no relay holds {cid}")

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import tempfile
 import threading
@@ -166,7 +167,12 @@ class Relay:
 
         from protocol.artifacts.client import Fetcher
 
-        fetcher = Fetcher([origin], self.store, show_progress=False)
+        # Each relay mirrors shards in its own order (seeded by its store's path), so relays that
+        # follow one origin hold different shards early and clients can spread over them.
+        seed = int.from_bytes(hashlib.sha256(str(self.store.root.resolve()).encode()).digest()[:8], "big")
+        # One shard at a time: each completed shard can be served at once, instead of all landing
+        # together at the end.
+        fetcher = Fetcher([origin], self.store, parallel=1, show_progress=False, order_seed=seed)
         seen = 0
         while not self.stop.wait(self.settings.follow_interval_s):
             try:

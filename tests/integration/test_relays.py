@@ -19,8 +19,8 @@ from eth_account.messages import encode_defunct
 
 from protocol import devnet
 from protocol.accounts import load_signer
-from protocol.artifacts.client import Fetcher, upload
-from protocol.artifacts.manifest import save_state_dict
+from protocol.artifacts.client import Fetcher, RelayStore, upload
+from protocol.artifacts.manifest import load_state_dict, save_state_dict
 from protocol.artifacts.relay import upload_message
 from protocol.artifacts.store import LocalStore
 from protocol.cid import cid_of_bytes, cid_of_file
@@ -177,6 +177,21 @@ def test_follower_mirrors_manifests_and_shards(relays: Callable[..., RelayProces
     assert set(stored(follower)) == set(local.cids())
     assert set(stored(second)) == set(local.cids()), "announcements travel down a chain of relays"
     assert httpx.get(f"{second.url}/announcements").json()["manifests"] == [manifest_cid]
+
+
+def test_relay_store_round_trip_of_a_checkpoint(relays: Callable[..., RelayProcess], tmp_path: Path) -> None:
+    """A trainer saves a checkpoint through relays; a validator with an empty cache loads it back."""
+    a, b = relays("a"), relays("b")
+    writer = RelayStore([a.url, b.url], LocalStore(tmp_path / "writer"), load_signer("dev1"))
+    tensors = {f"w{i}": torch.randn(100, 100, generator=torch.Generator().manual_seed(i)) for i in range(3)}
+    cid = save_state_dict(tensors, writer, shard_bytes=50_000)
+    assert set(stored(a)) == set(stored(b)) == set(LocalStore(tmp_path / "writer").cids())
+    reader = RelayStore([b.url], LocalStore(tmp_path / "reader"))
+    assert reader.has(cid) and not reader.has(cid_of_bytes(b"nothing"))
+    loaded = load_state_dict(cid, reader)
+    assert all(torch.equal(loaded[name], tensor) for name, tensor in tensors.items())
+    with pytest.raises(ArtifactError, match="no relay holds"):
+        reader.pin(cid_of_bytes(b"nothing"))
 
 
 def test_corrupted_and_truncated_relays_are_demoted(relays: Callable[..., RelayProcess], tmp_path: Path) -> None:
