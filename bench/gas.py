@@ -25,27 +25,11 @@ from protocol.cid import cid_of_bytes
 from protocol.client import Crucible, Role
 from protocol.config import devnet_settings
 from protocol.deployment import deploy
-from protocol.params import TaskParams
+from protocol.params import demo_task_params
 
 TOKEN = 10**18
 CID = cid_of_bytes(b"bench")
-PARAMS = TaskParams(
-    bounty_wei=1000 * TOKEN,
-    rounds=2,
-    sample_rate_ppm=1_000_000,
-    validators_per_check=3,
-    validator_fee_bps=1000,
-    finder_share_bps=5000,
-    slash_wei=500 * TOKEN,
-    validator_slash_wei=10 * TOKEN,
-    min_trainer_stake_wei=500 * TOKEN,
-    min_validator_stake_wei=100 * TOKEN,
-    dispute_bond_wei=50 * TOKEN,
-    max_work_units=1_000_000,
-    submit_window_s=3600,
-    validate_window_s=3600,
-    challenge_window_s=3600,
-)
+PARAMS = demo_task_params(submit_window_s=3600, validate_window_s=3600, challenge_window_s=3600)
 
 
 def fresh_signers(crucible: Crucible, funder: Signer, count: int, tokens: int) -> list[Signer]:

@@ -21,7 +21,7 @@ from protocol.cid import cid_of_bytes
 from protocol.client import Crucible, Role
 from protocol.config import devnet_settings
 from protocol.deployment import DEVNET_UNBONDING_S, deploy
-from protocol.params import TaskParams
+from protocol.params import demo_task_params
 from protocol.values import format_tokens, from_wei
 
 TOKEN = 10**18
@@ -69,23 +69,7 @@ def _walk(chain: Chain, quiet: bool) -> dict[str, Any]:
     say(f"deployed TaskMarket at {deployment.TaskMarket} on a private Anvil (chain {chain.chain_id})")
     market_start = crucible.balance_of(deployment.TaskMarket)
 
-    params = TaskParams(
-        bounty_wei=1000 * TOKEN,
-        rounds=2,
-        sample_rate_ppm=1_000_000,
-        validators_per_check=3,
-        validator_fee_bps=1000,
-        finder_share_bps=5000,
-        slash_wei=500 * TOKEN,
-        validator_slash_wei=10 * TOKEN,
-        min_trainer_stake_wei=500 * TOKEN,
-        min_validator_stake_wei=100 * TOKEN,
-        dispute_bond_wei=50 * TOKEN,
-        max_work_units=1_000_000,
-        submit_window_s=60,
-        validate_window_s=60,
-        challenge_window_s=60,
-    )
+    params = demo_task_params()
     model_cid = _cid({"demo": "initial checkpoint"})
     env_cid = _cid({"demo": "environment spec"})
     task_id = crucible.create_task(creator, params, model_cid, env_cid)

@@ -96,3 +96,29 @@ class TaskParams(BaseModel):
             self.validate_window_s,
             self.challenge_window_s,
         )
+
+
+def demo_task_params(**changes: int) -> TaskParams:
+    """Returns the numbers of `crucible demo` and of docs/contracts.md's worked example, in an
+    18-decimal token: bounty 1000 over 2 rounds (500 a round: 450 for trainers, 50 for checks),
+    every submission checked by 3 validators, slash 500 (half to the finders), validator slash 10,
+    bond 50, 60 s windows. `changes` replaces fields by name."""
+    token = 10**18
+    values: dict[str, int] = {
+        "bounty_wei": 1000 * token,
+        "rounds": 2,
+        "sample_rate_ppm": PPM,
+        "validators_per_check": 3,
+        "validator_fee_bps": 1000,
+        "finder_share_bps": 5000,
+        "slash_wei": 500 * token,
+        "validator_slash_wei": 10 * token,
+        "min_trainer_stake_wei": 500 * token,
+        "min_validator_stake_wei": 100 * token,
+        "dispute_bond_wei": 50 * token,
+        "max_work_units": 1_000_000,
+        "submit_window_s": 60,
+        "validate_window_s": 60,
+        "challenge_window_s": 60,
+    }
+    return TaskParams(**(values | changes))

@@ -12,7 +12,7 @@ from protocol.cid import cid_of_bytes
 from protocol.client import Crucible, Role
 from protocol.errors import ContractRevert
 from protocol.ids import commitment, decode_submission_id, submission_id
-from protocol.params import TaskParams
+from protocol.params import demo_task_params
 
 pytestmark = pytest.mark.integration
 TOKEN = 10**18
@@ -22,23 +22,7 @@ def cid(text: str) -> str:
     return cid_of_bytes(text.encode())
 
 
-PARAMS = TaskParams(
-    bounty_wei=1000 * TOKEN,
-    rounds=2,
-    sample_rate_ppm=1_000_000,
-    validators_per_check=3,
-    validator_fee_bps=1000,
-    finder_share_bps=5000,
-    slash_wei=500 * TOKEN,
-    validator_slash_wei=10 * TOKEN,
-    min_trainer_stake_wei=500 * TOKEN,
-    min_validator_stake_wei=100 * TOKEN,
-    dispute_bond_wei=50 * TOKEN,
-    max_work_units=1_000_000,
-    submit_window_s=60,
-    validate_window_s=60,
-    challenge_window_s=60,
-)
+PARAMS = demo_task_params()
 
 
 def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[int, dict[str, int]]:

@@ -1,31 +1,15 @@
 import pytest
 from pydantic import ValidationError
 
-from protocol.params import TaskParams, deters, least_deterrent_slash, max_submission_reward
+from protocol.params import TaskParams, demo_task_params, deters, least_deterrent_slash, max_submission_reward
 
 TOKEN = 10**18
 
 
 def params(**changes: int) -> TaskParams:
-    values = dict(
-        bounty_wei=1000 * TOKEN,
-        rounds=2,
-        sample_rate_ppm=500_000,
-        validators_per_check=3,
-        validator_fee_bps=1000,
-        finder_share_bps=5000,
-        slash_wei=450 * TOKEN,
-        validator_slash_wei=10 * TOKEN,
-        min_trainer_stake_wei=450 * TOKEN,
-        min_validator_stake_wei=100 * TOKEN,
-        dispute_bond_wei=50 * TOKEN,
-        max_work_units=1000,
-        submit_window_s=60,
-        validate_window_s=60,
-        challenge_window_s=60,
-    )
-    values.update(changes)
-    return TaskParams(**values)
+    """The demo's numbers at p = 1/2, where the deterrence boundary is S = R = 450 tokens."""
+    at_half = {"sample_rate_ppm": 500_000, "slash_wei": 450 * TOKEN, "min_trainer_stake_wei": 450 * TOKEN}
+    return demo_task_params(**(at_half | changes))
 
 
 def test_max_reward_is_the_largest_rounds_trainer_budget() -> None:
