@@ -1,22 +1,15 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {Test} from "./utils/Test.sol";
-import {DevToken} from "../src/DevToken.sol";
-import {StakeManager} from "../src/StakeManager.sol";
-import {TaskMarket} from "../src/TaskMarket.sol";
+import {ProtocolFixture} from "./utils/ProtocolFixture.sol";
 import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
 import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
 
 /// @dev Deployed contracts, labelled actors with tokens and approvals, and lifecycle helpers.
-abstract contract BaseTest is Test {
+abstract contract BaseTest is ProtocolFixture {
     uint256 internal constant TOKEN = 1e18;
     uint256 internal constant FUNDS = 1_000_000 * TOKEN;
     uint64 internal constant UNBONDING = 7 days;
-
-    DevToken internal token;
-    StakeManager internal stakes;
-    TaskMarket internal market;
 
     address internal creator;
     address internal auditor;
@@ -33,29 +26,7 @@ abstract contract BaseTest is Test {
             validators.push(_actor(string.concat("validator", _str(i)), 20 + i));
         }
 
-        address[] memory holders = new address[](2 + trainers.length + validators.length);
-        uint256[] memory amounts = new uint256[](holders.length);
-        holders[0] = creator;
-        holders[1] = auditor;
-        for (uint256 i = 0; i < trainers.length; ++i) {
-            holders[2 + i] = trainers[i];
-        }
-        for (uint256 i = 0; i < validators.length; ++i) {
-            holders[2 + trainers.length + i] = validators[i];
-        }
-        for (uint256 i = 0; i < holders.length; ++i) {
-            amounts[i] = FUNDS;
-        }
-        token = new DevToken(holders, amounts);
-        stakes = new StakeManager(token, UNBONDING);
-        market = new TaskMarket(token, stakes);
-        stakes.bindMarket(address(market));
-        for (uint256 i = 0; i < holders.length; ++i) {
-            vm.startPrank(holders[i]);
-            token.approve(address(stakes), type(uint256).max);
-            token.approve(address(market), type(uint256).max);
-            vm.stopPrank();
-        }
+        _deployProtocol(_holders(creator, auditor, trainers, validators), FUNDS, UNBONDING);
     }
 
     function _actor(string memory name, uint256 privateKey) internal returns (address account) {

@@ -73,6 +73,11 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
     assert crucible(home, "devnet", "down", "--json").json() == {"stopped": True}
 
 
+def create_task(env: str) -> list[str]:
+    """`task create` with a 100-token bounty over 2 rounds from dev0, confirmed; add --model and the rest."""
+    return ["task", "create", "--env", env, "--bounty", "100", "--rounds", "2", "--account", "dev0", "--yes"]
+
+
 def assert_one_line_error(result: Result, fragment: str) -> None:
     assert result.code != 0
     assert result.stdout == "", "nothing on stdout when a command fails"
@@ -100,22 +105,7 @@ def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
 
     env_file = tmp_path / "env.json"
     env_file.write_text(json.dumps({"environment": "arithmetic", "schema_version": 1}))
-    created = net.run(
-        "task",
-        "create",
-        "--model",
-        MODEL_CID,
-        "--env",
-        str(env_file),
-        "--bounty",
-        "100",
-        "--rounds",
-        "2",
-        "--account",
-        "dev0",
-        "--yes",
-        "--json",
-    ).json()
+    created = net.run(*create_task(env=str(env_file)), "--model", MODEL_CID, "--json").json()
     task_id = created["task_id"]
     assert isinstance(task_id, int) and created["deterrence_ratio"] >= 1  # type: ignore[operator]
     listed = net.run("task", "list", "--json").json()
@@ -142,19 +132,7 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
         net.run("stake", "deposit", "1", "--role", "miner", "--account", "dev1", "--yes"), "unknown role"
     )
     assert_one_line_error(net.run("stake", "show", "0x1234"), "malformed address")
-    create = [
-        "task",
-        "create",
-        "--env",
-        MODEL_CID,
-        "--bounty",
-        "100",
-        "--rounds",
-        "2",
-        "--account",
-        "dev0",
-        "--yes",
-    ]
+    create = create_task(env=MODEL_CID)
     assert_one_line_error(net.run(*create, "--model", "not-a-cid"), "malformed model CID")
     assert_one_line_error(
         net.run(*create, "--model", MODEL_CID, "--sample-rate", "0.1", "--slash", "1"), "cheating would pay"

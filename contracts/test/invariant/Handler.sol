@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {Test} from "../utils/Test.sol";
-import {DevToken} from "../../src/DevToken.sol";
-import {StakeManager} from "../../src/StakeManager.sol";
-import {TaskMarket} from "../../src/TaskMarket.sol";
+import {ProtocolFixture} from "../utils/ProtocolFixture.sol";
 import {IStakeManager} from "../../src/interfaces/IStakeManager.sol";
 import {ITaskMarket} from "../../src/interfaces/ITaskMarket.sol";
 
@@ -14,12 +11,9 @@ import {ITaskMarket} from "../../src/interfaces/ITaskMarket.sol";
 ///      are honest and diligent (they attest before each deadline the handler crosses);
 ///      validator 4 always votes the opposite of the truth, so every committee of 3 drawn from
 ///      5 has an honest majority and every dispute committee of 2 at least one honest member.
-contract Handler is Test {
+contract Handler is ProtocolFixture {
     uint256 internal constant TOKEN = 1e18;
 
-    DevToken public token;
-    StakeManager public stakes;
-    TaskMarket public market;
     uint256 public taskId;
     address public creator;
     address public auditor;
@@ -56,29 +50,7 @@ contract Handler is Test {
             validators.push(vm.addr(20 + i));
         }
         liar = validators[numberOfValidators - 1];
-        address[] memory holders = new address[](2 + trainers.length + validators.length);
-        uint256[] memory amounts = new uint256[](holders.length);
-        holders[0] = creator;
-        holders[1] = auditor;
-        for (uint256 i = 0; i < trainers.length; ++i) {
-            holders[2 + i] = trainers[i];
-        }
-        for (uint256 i = 0; i < validators.length; ++i) {
-            holders[2 + trainers.length + i] = validators[i];
-        }
-        for (uint256 i = 0; i < holders.length; ++i) {
-            amounts[i] = 100_000 * TOKEN;
-        }
-        token = new DevToken(holders, amounts);
-        stakes = new StakeManager(token, 50);
-        market = new TaskMarket(token, stakes);
-        stakes.bindMarket(address(market));
-        for (uint256 i = 0; i < holders.length; ++i) {
-            vm.startPrank(holders[i]);
-            token.approve(address(stakes), type(uint256).max);
-            token.approve(address(market), type(uint256).max);
-            vm.stopPrank();
-        }
+        _deployProtocol(_holders(creator, auditor, trainers, validators), 100_000 * TOKEN, 50);
         ITaskMarket.TaskParams memory p;
         p.bounty = uint96(900 * TOKEN);
         p.rounds = 3;
