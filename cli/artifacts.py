@@ -11,6 +11,7 @@ import typer
 
 from cli.context import context
 from cli.output import emit_json, stderr, stdout
+from protocol.artifacts.backends import relay_urls
 from protocol.config import crucible_home
 from protocol.errors import ConfigError
 
@@ -18,16 +19,6 @@ app = typer.Typer(no_args_is_help=True, help="Content-addressed artifacts: CIDs,
 relay_app = typer.Typer(no_args_is_help=True, help="Run a relay that serves and mirrors artifacts.")
 
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
-
-
-def _relays(text: str) -> list[str] | None:
-    """Relay URLs of a comma-separated list, or None when `text` names a local store folder."""
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if parts and all(part.startswith(("http://", "https://")) for part in parts):
-        return parts
-    if any(part.startswith(("http://", "https://")) for part in parts) or len(parts) != 1:
-        raise ConfigError(f"{text!r} is neither a local store folder nor a comma-separated list of relay URLs")
-    return None
 
 
 @app.command()
@@ -62,7 +53,7 @@ def put(
 
     if not file.is_file():
         raise ConfigError(f"no such file: {file}")
-    relays = _relays(to)
+    relays = relay_urls(to)
     if relays is None:
         value = LocalStore(Path(to)).put_file(file)
     else:
@@ -88,7 +79,7 @@ def get(
     from protocol.artifacts.store import LocalStore, safe_cid
 
     value = safe_cid(cid_text)
-    relays = _relays(sources)
+    relays = relay_urls(sources)
     if relays is None:
         store = LocalStore(Path(sources))
         if not store.has(value):

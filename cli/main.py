@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cli import account, artifacts, devnet, stake, task
+from cli import account, artifacts, devnet, env, model, node, stake, task
 from cli.context import CliContext
 from cli.output import stderr
 from protocol.errors import CrucibleError
@@ -24,6 +24,9 @@ app.add_typer(stake.app, name="stake")
 app.add_typer(account.app, name="account")
 app.add_typer(artifacts.app, name="artifacts")
 app.add_typer(artifacts.relay_app, name="relay")
+app.add_typer(model.app, name="model")
+app.add_typer(env.app, name="env")
+app.add_typer(node.app, name="node")
 app.command("deploy")(devnet.deploy_command)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -36,11 +35,10 @@ def _fraction(value: float, name: str, scale: int, allow_zero: bool = True) -> i
 def _env_cid(env: str) -> str:
     path = Path(env)
     if path.exists():
+        from protocol.envs.spec import parse_spec
+
         data = path.read_bytes()
-        try:
-            json.loads(data)
-        except ValueError as error:
-            raise ConfigError(f"environment spec {path} is not JSON: {error}") from None
+        parse_spec(data, str(path))
         cid = cid_of_bytes(data)
         keep_local_copy(data, cid)
         return cid

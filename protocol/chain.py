@@ -108,6 +108,14 @@ class Chain:
         receipt = self._send(signer, factory.constructor(*constructor_args), 0)
         return str(receipt["contractAddress"]), receipt
 
+    def timestamp(self) -> int:
+        """The latest block's timestamp."""
+        return int(self._rpc(lambda: self.w3.eth.get_block("latest"))["timestamp"])
+
+    def now(self) -> int:
+        """The time the next block will at least carry: the later of the wall clock and the latest block."""
+        return max(int(time.time()), self.timestamp())
+
     def call(self, function: ContractFunction, block: Any = "latest") -> Any:
         """Returns a view function's result, with reverts decoded."""
         try:

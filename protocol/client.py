@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from eth_utils import keccak
 from web3.logs import DISCARD
 from web3.types import TxReceipt
 
@@ -372,6 +373,28 @@ class Crucible:
             dict(log["args"]) | {"blockNumber": log["blockNumber"], "transactionHash": log["transactionHash"]}
             for log in logs
         ]
+
+    def task_cids(self, task_id: int) -> tuple[str, str]:
+        """The task's initial checkpoint CID and environment spec CID (from its TaskCreated event)."""
+        created = self.events("TaskMarket", "TaskCreated", taskId=task_id)
+        if not created:
+            raise ConfigError(f"unknown task {task_id}: no TaskCreated event")
+        return str(created[0]["modelCid"]), str(created[0]["envCid"])
+
+    def checkpoint_cid(self, task_id: int, round_index: int) -> str:
+        """The CID of the checkpoint a round opened on: the initial model or an agreed checkpoint."""
+        digest = self.round(task_id, round_index).checkpoint
+        candidates = [self.task_cids(task_id)[0]]
+        candidates += [str(e["checkpointCid"]) for e in self.events("TaskMarket", "CheckpointAgreed", taskId=task_id)]
+        for cid in candidates:
+            if keccak(text=cid) == digest:
+                return cid
+        raise ChainError(f"no event names the checkpoint of task {task_id} round {round_index}")
+
+    def submitted(self, task_id: int, round_index: int, trainer: str) -> dict[str, Any] | None:
+        """The WorkSubmitted event of a trainer in a round, or None."""
+        found = self.events("TaskMarket", "WorkSubmitted", taskId=task_id, round=round_index, trainer=trainer)
+        return found[0] if found else None
 
     def submissions(self, task_id: int, round_index: int | None = None) -> list[dict[str, Any]]:
         """The WorkSubmitted events of a task (one round, or all), oldest first."""

@@ -120,7 +120,7 @@ def save_state_dict(
         data = save_safetensors(part)
         entries = [TensorEntry(name=n, dtype=_dtype_name(part[n]), shape=list(part[n].shape)) for n in group]
         shards.append(ShardEntry(cid=store.put(data), size=len(data), tensors=entries))
-    manifest = Manifest(schema=SCHEMA, kind=kind, parent=parent, model_config=model_config, shards=shards)
+    manifest = Manifest(schema_name=SCHEMA, kind=kind, parent=parent, model_config_data=model_config, shards=shards)
     return store.put(manifest.canonical_bytes())
 
 

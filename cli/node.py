@@ -1,0 +1,53 @@
+"""`crucible node run`: a trainer node."""
+
+from __future__ import annotations
+
+import typer
+
+from cli.context import context
+from cli.output import stderr
+from protocol.errors import ConfigError
+
+app = typer.Typer(no_args_is_help=True, help="Run a trainer node.")
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    task: int = typer.Option(..., "--task", help="The task id."),
+    account: str = typer.Option(..., "--account", help="devN, env, a keystore name: the staked trainer."),
+    rounds: int = typer.Option(None, "--rounds", help="Exit after taking part in this many rounds (settled, claimed)."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    store: str = typer.Option(None, "--store", help="A local store folder or relay URLs (default: the local store)."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Completions generated at once."),
+    poll: float = typer.Option(1.0, "--poll", help="Seconds between looks at the chain."),
+    adversary: str = typer.Option(None, "--adversary", help="Red-team strategy for devnets (see docs/node.md)."),
+    force_adversary: bool = typer.Option(False, "--force-adversary", help="Allow --adversary off the devnet."),
+    json_output: bool = typer.Option(False, "--json", help="Print events as JSON lines on stdout."),
+) -> None:
+    """Train on a task: fetch each round's checkpoint, generate with proofs, train, submit, claim."""
+    from node.adversary import adversary_of
+    from node.reporter import Reporter
+    from node.runner import NodeOptions, TrainerNode
+    from protocol.artifacts.backends import open_store
+    from protocol.model import checked_device
+
+    if rounds is not None and rounds < 1:
+        raise ConfigError(f"--rounds must be at least 1, got {rounds}")
+    if batch_size < 1 or poll <= 0:
+        raise ConfigError("--batch-size must be at least 1 and --poll above 0")
+    options = NodeOptions(
+        task_id=task,
+        rounds=rounds,
+        device=checked_device(device),
+        batch_size=batch_size,
+        poll_s=poll,
+        adversary=adversary_of(adversary),
+        force_adversary=force_adversary,
+    )
+    cli = context(ctx)
+    signer = cli.signer(account)
+    node = TrainerNode(
+        cli.crucible(), signer, open_store(store, signer), options, Reporter("node", json_output, stderr)
+    )
+    node.run()

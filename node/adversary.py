@@ -1,0 +1,227 @@
+"""Red-team strategies for devnets: ways a trainer can cheat, to test that validators catch each one.
+
+`crucible node run --adversary NAME` runs a node that cheats this way and otherwise behaves like an
+honest node. The node refuses to cheat on any chain but the local devnet unless forced.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from eth_utils import keccak
+
+from protocol.envs.spec import EnvSpec
+from protocol.errors import ConfigError
+from protocol.generation import Generated, generate
+from protocol.inference import prefill
+from protocol.model import LoadedModel
+from protocol.rollouts import RolloutFile
+from protocol.tokenizer import completion_text, prompt_ids
+from protocol.work import RoundContext, Slot
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A submission ready to send: its CIDs, work units and proofs digest."""
+
+    rollout_cid: str
+    update_cid: str
+    work_units: int
+    proofs_digest: bytes
+
+
+class Adversary:
+    """An honest node: every hook returns what it is given."""
+
+    name: ClassVar[str] = "honest"
+    description: ClassVar[str] = "no cheating"
+    stores_artifacts: ClassVar[bool] = True
+
+    def generation_model(self, model: Any) -> Any:
+        """The model completions are sampled with."""
+        return model
+
+    def rework(
+        self, slots: list[Slot], generated: list[Generated], loaded: LoadedModel, spec: EnvSpec, batch_size: int
+    ) -> list[Generated]:
+        """The completions (and the hidden states proofs are built from) to report."""
+        return generated
+
+    def rescore(self, rollouts: RolloutFile) -> RolloutFile:
+        """The rollout file to publish."""
+        return rollouts
+
+    def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
+        """The update to publish."""
+        return update
+
+    def choose_submission(
+        self, prepared: Prepared, others: Callable[[], list[dict[str, Any]]], earlier: list[Prepared]
+    ) -> Prepared | None:
+        """What to submit: `others()` lists this round's other submissions, `earlier` this node's own
+        earlier ones. None: nothing to submit yet (ask again)."""
+        return prepared
+
+
+class WrongModel(Adversary):
+    name = "wrong-model"
+    description = "samples with other weights (the checkpoint plus noise) and proves those"
+
+    def generation_model(self, model: Any) -> Any:
+        import torch
+
+        other = copy.deepcopy(model)
+        generator = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            for parameter in other.parameters():
+                noise = torch.randn(parameter.shape, generator=generator).to(parameter.device, parameter.dtype)
+                parameter.add_(noise * parameter.detach().float().std().clamp(min=1e-3) * 0.5)
+        return other
+
+
+class LowPrecision(Adversary):
+    name = "low-precision"
+    description = "samples with weights rounded to 8-bit floats (per-tensor scaled e4m3), as a cheap quantised model"
+
+    def generation_model(self, model: Any) -> Any:
+        import torch
+
+        rounded = copy.deepcopy(model)
+        with torch.no_grad():
+            for parameter in rounded.parameters():
+                scale = parameter.detach().abs().max().clamp(min=1e-12) / 448.0  # e4m3's largest finite value
+                parameter.copy_((parameter / scale).to(torch.float8_e4m3fn).to(parameter.dtype) * scale)
+        return rounded
+
+
+class ForgedTokens(Adversary):
+    name = "forged-tokens"
+    description = "replaces wrong completions by the correct answers, proving them with a real prefill pass"
+
+    def rework(
+        self, slots: list[Slot], generated: list[Generated], loaded: LoadedModel, spec: EnvSpec, batch_size: int
+    ) -> list[Generated]:
+        tokenizer = loaded.tokenizer
+        environment = spec.env()
+        forged = list(generated)
+        targets = []
+        for index, (slot, out) in enumerate(zip(slots, generated, strict=True)):
+            if environment.reward(slot.problem, completion_text(tokenizer, out.completion_ids)) < 1.0:
+                ids = [*tokenizer.encode(slot.problem.answer), tokenizer.eos_id][: spec.sampling.max_new_tokens]
+                targets.append((index, prompt_ids(tokenizer, slot.problem.prompt), ids))
+        passes = prefill(loaded.model, [(p, c) for _, p, c in targets], tokenizer.pad_id, batch_size)
+        for (index, _, ids), recomputed in zip(targets, passes, strict=True):
+            forged[index] = Generated(ids, recomputed.activations.float().cpu())
+        return forged
+
+
+class CherryPick(Adversary):
+    name = "cherry-pick"
+    description = "samples four completions per slot with other seeds and reports the best-rewarded one"
+    tries: ClassVar[int] = 4
+
+    def rework(
+        self, slots: list[Slot], generated: list[Generated], loaded: LoadedModel, spec: EnvSpec, batch_size: int
+    ) -> list[Generated]:
+        tokenizer = loaded.tokenizer
+        environment = spec.env()
+
+        def reward(slot: Slot, out: Generated) -> float:
+            return environment.reward(slot.problem, completion_text(tokenizer, out.completion_ids))
+
+        best = list(generated)
+        prompts = [prompt_ids(tokenizer, slot.problem.prompt) for slot in slots]
+        for attempt in range(1, self.tries):
+            seeds = [keccak(slot.seed + attempt.to_bytes(4, "big")) for slot in slots]
+            tries = generate(
+                loaded.model, prompts, seeds, spec.sampling, tokenizer.eos_id, tokenizer.pad_id, batch_size
+            )
+            for index, (slot, out) in enumerate(zip(slots, tries, strict=True)):
+                if reward(slot, out) > reward(slot, best[index]):
+                    best[index] = out
+        return best
+
+
+class InflatedRewards(Adversary):
+    name = "inflated-rewards"
+    description = "reports the full reward for every completion"
+
+    def rescore(self, rollouts: RolloutFile) -> RolloutFile:
+        return rollouts.model_copy(update={"samples": [s.model_copy(update={"reward": 1.0}) for s in rollouts.samples]})
+
+
+class GarbageUpdate(Adversary):
+    name = "garbage-update"
+    description = "publishes honest rollouts with a noise update (zeros on even rounds, noise on odd)"
+
+    def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
+        import torch
+
+        if context.round_index % 2 == 0:
+            return {name: torch.zeros_like(value) for name, value in update.items()}
+        generator = torch.Generator().manual_seed(context.round_index)
+        return {name: torch.randn(value.shape, generator=generator) * 1e-2 for name, value in update.items()}
+
+
+class Copied(Adversary):
+    name = "copied"
+    description = "waits for another node's submission in the round and submits its CIDs as its own"
+
+    def choose_submission(
+        self, prepared: Prepared, others: Callable[[], list[dict[str, Any]]], earlier: list[Prepared]
+    ) -> Prepared | None:
+        found = others()
+        if not found:
+            return None
+        first = found[0]
+        return Prepared(
+            str(first["rolloutCid"]), str(first["updateCid"]), int(first["workUnits"]), prepared.proofs_digest
+        )
+
+
+class Replay(Adversary):
+    name = "replay"
+    description = "resubmits its own submission of an earlier round (honest in its first round)"
+
+    def choose_submission(
+        self, prepared: Prepared, others: Callable[[], list[dict[str, Any]]], earlier: list[Prepared]
+    ) -> Prepared | None:
+        return earlier[0] if earlier else prepared
+
+
+class Withheld(Adversary):
+    name = "withheld"
+    description = "submits the CIDs of its work but never stores or uploads the bytes"
+    stores_artifacts = False
+
+
+ADVERSARIES: dict[str, type[Adversary]] = {
+    kind.name: kind
+    for kind in (
+        WrongModel,
+        LowPrecision,
+        ForgedTokens,
+        CherryPick,
+        InflatedRewards,
+        Copied,
+        Replay,
+        GarbageUpdate,
+        Withheld,
+    )
+}
+
+
+def adversary_of(name: str | None) -> Adversary | None:
+    """The strategy called `name` (None for an honest node); ConfigError for an unknown one."""
+    if name is None:
+        return None
+    kind = ADVERSARIES.get(name)
+    if kind is None:
+        raise ConfigError(f"unknown adversary {name!r}: one of {', '.join(ADVERSARIES)}")
+    return kind()

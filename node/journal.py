@@ -1,0 +1,60 @@
+"""The node's journal: what it did in each round, written atomically, so a restart never redoes a
+submission and resumes prepared work. The chain stays the authority: a round the chain shows as
+submitted is submitted, whatever the journal says."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from protocol.errors import ConfigError
+
+Status = Literal["prepared", "submitted", "skipped", "settled"]
+
+
+@dataclass
+class RoundRecord:
+    """One round as the node saw it."""
+
+    status: Status
+    rollout_cid: str = ""
+    update_cid: str = ""
+    work_units: int = 0
+    proofs_digest: str = ""
+    reason: str = ""
+
+
+class Journal:
+    """A JSON file of round records, replaced atomically on every change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rounds: dict[int, RoundRecord] = {}
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+                self.rounds = {int(key): RoundRecord(**value) for key, value in data["rounds"].items()}
+            except (ValueError, KeyError, TypeError) as error:
+                raise ConfigError(f"node journal {path} is damaged ({error}); move it aside to start afresh") from None
+
+    def get(self, round_index: int) -> RoundRecord | None:
+        """The record of a round, if any."""
+        return self.rounds.get(round_index)
+
+    def record(self, round_index: int, record: RoundRecord) -> None:
+        """Stores a round's record (write to a temporary file, sync, rename)."""
+        self.rounds[round_index] = record
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
+        with temporary.open("w") as handle:
+            json.dump({"rounds": {str(k): asdict(v) for k, v in sorted(self.rounds.items())}}, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+
+    def with_status(self, *statuses: Status) -> list[int]:
+        """Rounds whose record has one of these statuses, in order."""
+        return sorted(r for r, record in self.rounds.items() if record.status in statuses)

@@ -1,0 +1,46 @@
+"""Structured output of a long-running role: one JSON object per line with `--json`, else log lines;
+Rich progress bars on stderr for generation and training."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class Reporter:
+    """Events as JSON lines on stdout (`json_lines`) or as readable lines on stderr."""
+
+    def __init__(self, role: str, json_lines: bool, console: Console | None = None) -> None:
+        self.role = role
+        self.json_lines = json_lines
+        self.console = console or Console(stderr=True)
+
+    def event(self, name: str, **fields: Any) -> None:
+        """Reports one event; fields must be JSON values (bytes are written as 0x-hex)."""
+        clean = {key: "0x" + value.hex() if isinstance(value, bytes) else value for key, value in fields.items()}
+        if self.json_lines:
+            sys.stdout.write(
+                json.dumps({"event": name, "role": self.role, "time": round(time.time(), 3)} | clean) + "\n"
+            )
+            sys.stdout.flush()
+        else:
+            details = " ".join(f"{key}={value}" for key, value in clean.items())
+            self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {self.role} {name} {details}", highlight=False)
+
+    @contextmanager
+    def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
+        """A progress bar (none with --json or off a terminal); yields `advance(n)`."""
+        if self.json_lines or not self.console.is_terminal:
+            yield lambda n: None
+            return
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as bar:
+            task = bar.add_task(description, total=total)
+            yield lambda n: bar.advance(task, n)

@@ -1,0 +1,348 @@
+"""The trainer node's loop: wait for a round, fetch its checkpoint, work, publish, submit; keep the
+round moving (fix seeds, finalise) and collect what it earned. Crash-safe through its journal."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from node.adversary import Adversary, Prepared
+from node.journal import Journal, RoundRecord
+from node.reporter import Reporter
+from node.work import Progress, RoundWork, produce_work
+from protocol.accounts import Signer
+from protocol.artifacts.store import LocalStore, Store
+from protocol.client import Crucible, Role
+from protocol.config import crucible_home
+from protocol.envs.spec import EnvSpec, parse_spec
+from protocol.errors import ConfigError, ContractRevert
+from protocol.ids import submission_id
+from protocol.model import LoadedModel, load_checkpoint
+from protocol.work import RoundContext
+
+if TYPE_CHECKING:
+    pass
+
+DEVNET_CHAIN_ID = 31337
+# Reverts that mean someone else already did a keeper's step: nothing to do.
+_ALREADY_DONE = {"MarketOutsideWindow", "MarketRoundFinalised", "MarketOpenDisputes", "MarketAlreadySettled"}
+
+
+@dataclass
+class NodeOptions:
+    """How the node runs."""
+
+    task_id: int
+    rounds: int | None = None
+    device: str = "cpu"
+    batch_size: int = 64
+    poll_s: float = 1.0
+    adversary: Adversary | None = None
+    force_adversary: bool = False
+
+
+@dataclass
+class NodeSummary:
+    """What a run did."""
+
+    submitted: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    claimed_wei: int = 0
+
+
+class TrainerNode:
+    """One trainer identity working on one task."""
+
+    def __init__(
+        self, crucible: Crucible, signer: Signer, store: Store, options: NodeOptions, reporter: Reporter
+    ) -> None:
+        self.crucible = crucible
+        self.signer = signer
+        self.store = store
+        self.options = options
+        self.reporter = reporter
+        self.address = signer.address
+        chain_id = crucible.chain.chain_id
+        market = crucible.deployment.TaskMarket
+        self.journal = Journal(crucible_home() / "node" / f"{chain_id}-{market}-{options.task_id}-{self.address}.json")
+        self._model: LoadedModel | None = None
+        self._last_work_s: float | None = None
+        self.summary = NodeSummary()
+
+    # ------------------------------------------------------------ checks
+
+    def check_ready(self) -> EnvSpec:
+        """Refuses to start when the node cannot take part; returns the task's environment spec."""
+        chain_id = self.crucible.chain.chain_id
+        if self.options.adversary and chain_id != DEVNET_CHAIN_ID and not self.options.force_adversary:
+            raise ConfigError(
+                f"refusing to run adversary {self.options.adversary.name} on chain {chain_id}: "
+                f"red-team mode is for the devnet ({DEVNET_CHAIN_ID}); pass --force-adversary to override"
+            )
+        task = self.crucible.task(self.options.task_id)
+        account = self.crucible.stake_account(self.address)
+        if account.staked and account.role != Role.TRAINER:
+            raise ConfigError(f"{self.address} is staked as a {account.role.name.lower()}, not as a trainer")
+        if account.free < task.min_trainer_stake:
+            raise ConfigError(
+                f"{self.address} has {account.free} free stake (wei); task {self.options.task_id} needs "
+                f"{task.min_trainer_stake}: run `crucible stake deposit --role trainer` first"
+            )
+        _, env_cid = self.crucible.task_cids(self.options.task_id)
+        return parse_spec(self.store.get(env_cid), env_cid)
+
+    # ------------------------------------------------------------ loop
+
+    def run(self) -> NodeSummary:
+        """Takes part in rounds until `rounds` were submitted and settled, or the task ended."""
+        spec = self.check_ready()
+        task_id = self.options.task_id
+        self.reporter.event("started", task=task_id, node=self.address, adversary=self._adversary_name())
+        while True:
+            task = self.crucible.task(task_id)
+            self._settle_and_claim()
+            if task.ended:
+                self.reporter.event("task_ended", task=task_id)
+                break
+            current = task.current_round
+            record = self.journal.get(current)
+            if (record is None or record.status == "prepared") and not self._limit_reached():
+                self._take_part(current, spec)
+            if self._limit_reached() and not self.journal.with_status("submitted"):
+                break
+            self._keep(current)
+            time.sleep(self.options.poll_s)
+        self._settle_and_claim()
+        self.reporter.event(
+            "finished",
+            submitted=self.summary.submitted,
+            skipped=self.summary.skipped,
+            claimed_wei=str(self.summary.claimed_wei),
+        )
+        return self.summary
+
+    def _adversary_name(self) -> str | None:
+        return self.options.adversary.name if self.options.adversary else None
+
+    def _limit_reached(self) -> bool:
+        return (
+            self.options.rounds is not None
+            and len(self.journal.with_status("submitted", "settled")) >= self.options.rounds
+        )
+
+    # ------------------------------------------------------------ one round
+
+    def _take_part(self, round_index: int, spec: EnvSpec) -> None:
+        task_id = self.options.task_id
+        if self.crucible.submitted(task_id, round_index, self.address):
+            self._mark(round_index, RoundRecord("submitted", reason="found on chain"))
+            return
+        deadline = self.crucible.deadlines(task_id, round_index).submit
+        now = self.crucible.chain.now()
+        record = self.journal.get(round_index)
+        if now >= deadline:
+            return self._skip(round_index, "the submission window had closed")
+        if record is None:
+            if self._last_work_s is not None and now + self._last_work_s > deadline:
+                return self._skip(
+                    round_index, f"{deadline - now} s left, the last round's work took {self._last_work_s:.0f} s"
+                )
+            prepared = self._prepare(round_index, spec)
+            if prepared is None:
+                return
+        else:
+            prepared = Prepared(
+                record.rollout_cid, record.update_cid, record.work_units, bytes.fromhex(record.proofs_digest)
+            )
+            self.reporter.event("resumed", round=round_index, rollout_cid=prepared.rollout_cid)
+        self._submit(round_index, prepared, deadline)
+
+    def _prepare(self, round_index: int, spec: EnvSpec) -> Prepared | None:
+        task_id = self.options.task_id
+        started = time.perf_counter()
+        checkpoint_cid = self.crucible.checkpoint_cid(task_id, round_index)
+        _, env_cid = self.crucible.task_cids(task_id)
+        state = self.crucible.round(task_id, round_index)
+        self.reporter.event("round_opened", round=round_index, checkpoint_cid=checkpoint_cid)
+        loaded = self._load(checkpoint_cid)
+        context = RoundContext(
+            chain_id=self.crucible.chain.chain_id,
+            market=self.crucible.deployment.TaskMarket,
+            task_id=task_id,
+            round_index=round_index,
+            node=self.address,
+            work_seed=state.work_seed,
+            checkpoint_cid=checkpoint_cid,
+            env_cid=env_cid,
+        )
+        completions = spec.training.prompts_per_round * spec.training.group_size
+        with (
+            self.reporter.progress("generating", completions) as generated,
+            self.reporter.progress("training", spec.training.inner_steps) as trained,
+        ):
+            work = produce_work(
+                loaded,
+                spec,
+                context,
+                self.options.batch_size,
+                Progress(generated=generated, trained=lambda step, loss: trained(1)),
+                self.options.adversary,
+            )
+        prepared = self._publish(work, checkpoint_cid)
+        self._last_work_s = time.perf_counter() - started
+        self.journal.record(
+            round_index,
+            RoundRecord(
+                "prepared", prepared.rollout_cid, prepared.update_cid, prepared.work_units, prepared.proofs_digest.hex()
+            ),
+        )
+        rewards = [sample.reward for sample in work.rollouts.samples]
+        self.reporter.event(
+            "prepared",
+            round=round_index,
+            rollout_cid=prepared.rollout_cid,
+            update_cid=prepared.update_cid,
+            work_units=prepared.work_units,
+            mean_reward=round(sum(rewards) / len(rewards), 4),
+            generate_s=round(work.generate_s, 2),
+            prove_s=round(work.prove_s, 3),
+            train_s=round(work.train_s, 2),
+        )
+        return prepared
+
+    def _load(self, checkpoint_cid: str) -> LoadedModel:
+        if self._model is None or self._model.checkpoint_cid != checkpoint_cid:
+            self._model = load_checkpoint(checkpoint_cid, self.store, self.options.device)
+        return self._model
+
+    def _publish(self, work: RoundWork, checkpoint_cid: str) -> Prepared:
+        """Stores the rollout file and the update manifest (a withholding node computes CIDs only)."""
+        from protocol.artifacts.manifest import save_state_dict
+
+        withhold = self.options.adversary is not None and not self.options.adversary.stores_artifacts
+        with tempfile.TemporaryDirectory(prefix="crucible-withheld-") as scratch:
+            target: Store = LocalStore(Path(scratch)) if withhold else self.store
+            rollout_cid = target.put(work.rollouts.to_bytes())
+            update_cid = save_state_dict(work.update, target, "update", parent=checkpoint_cid)
+        return Prepared(rollout_cid, update_cid, work.rollouts.work_units, work.rollouts.proofs_digest())
+
+    def _submit(self, round_index: int, prepared: Prepared, deadline: int) -> None:
+        task_id = self.options.task_id
+        choice: Prepared | None = prepared
+        if self.options.adversary:
+            earlier = [
+                Prepared(r.rollout_cid, r.update_cid, r.work_units, bytes.fromhex(r.proofs_digest))
+                for index, r in sorted(self.journal.rounds.items())
+                if index < round_index and r.status in ("submitted", "settled") and r.rollout_cid
+            ]
+
+            def others() -> list[dict[str, Any]]:
+                found = self.crucible.submissions(task_id, round_index)
+                return [event for event in found if event["trainer"] != self.address]
+
+            choice = self.options.adversary.choose_submission(prepared, others, earlier)
+            while choice is None and self.crucible.chain.now() < deadline - 2:
+                time.sleep(self.options.poll_s)
+                choice = self.options.adversary.choose_submission(prepared, others, earlier)
+        if choice is None:
+            return self._skip(round_index, "nothing to submit before the deadline")
+        if self.crucible.chain.now() >= deadline:
+            return self._skip(round_index, "the work finished after the submission deadline")
+        try:
+            self.crucible.submit_work(
+                self.signer,
+                task_id,
+                round_index,
+                choice.rollout_cid,
+                choice.update_cid,
+                choice.work_units,
+                choice.proofs_digest,
+            )
+        except ContractRevert as error:
+            if error.name == "MarketDuplicateSubmission":
+                self._mark(
+                    round_index,
+                    RoundRecord(
+                        "submitted",
+                        choice.rollout_cid,
+                        choice.update_cid,
+                        choice.work_units,
+                        choice.proofs_digest.hex(),
+                        "found on chain",
+                    ),
+                )
+                return
+            if error.name == "MarketOutsideWindow":
+                return self._skip(round_index, "the submission window closed while sending")
+            raise
+        self._mark(
+            round_index,
+            RoundRecord(
+                "submitted", choice.rollout_cid, choice.update_cid, choice.work_units, choice.proofs_digest.hex()
+            ),
+        )
+        self.summary.submitted.append(round_index)
+        self.reporter.event(
+            "submitted",
+            round=round_index,
+            submission=str(submission_id(task_id, round_index, self.address)),
+            rollout_cid=choice.rollout_cid,
+            update_cid=choice.update_cid,
+            work_units=choice.work_units,
+        )
+
+    def _mark(self, round_index: int, record: RoundRecord) -> None:
+        self.journal.record(round_index, record)
+
+    def _skip(self, round_index: int, reason: str) -> None:
+        self.journal.record(round_index, RoundRecord("skipped", reason=reason))
+        self.summary.skipped.append(round_index)
+        self.reporter.event("skipped", round=round_index, reason=reason)
+
+    # ------------------------------------------------------------ keeping rounds moving, getting paid
+
+    def _keep(self, round_index: int) -> None:
+        """Does the permissionless steps nobody else did: fix the check seed, finalise the round."""
+        task_id = self.options.task_id
+        state = self.crucible.round(task_id, round_index)
+        deadlines = self.crucible.deadlines(task_id, round_index)
+        now = self.crucible.chain.now()
+        try:
+            if (
+                deadlines.submit <= now < deadlines.validate
+                and state.check_seed == bytes(32)
+                and state.submission_count
+            ):
+                self.crucible.fix_check_seed(self.signer, task_id)
+                self.reporter.event("check_seed_fixed", round=round_index)
+            elif now >= deadlines.challenge and not state.finalised and state.open_disputes == 0:
+                self.crucible.finalise_round(self.signer, task_id)
+                self.reporter.event("round_finalised", round=round_index)
+        except ContractRevert as error:
+            if error.name not in _ALREADY_DONE:
+                raise
+
+    def _settle_and_claim(self) -> None:
+        task_id = self.options.task_id
+        for round_index in self.journal.with_status("submitted"):
+            if not self.crucible.round(task_id, round_index).finalised:
+                continue
+            submission = submission_id(task_id, round_index, self.address)
+            state = self.crucible.submission(submission)
+            if not state.settled:
+                try:
+                    self.crucible.settle(self.signer, submission)
+                except ContractRevert as error:
+                    if error.name not in _ALREADY_DONE:
+                        raise
+            record = self.journal.rounds[round_index]
+            record.status = "settled"
+            self.journal.record(round_index, record)
+            self.reporter.event("settled", round=round_index, rejected=self.crucible.submission(submission).rejected)
+        credit = self.crucible.credit_of(self.address)
+        if credit:
+            self.summary.claimed_wei += self.crucible.claim(self.signer)
+            self.reporter.event("claimed", amount_wei=str(credit))

@@ -1,0 +1,38 @@
+"""Choosing a store from one line of text: a local folder (the default: the state folder's `store/`)
+or relay URLs separated by commas (fetched into the local store, uploads signed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from protocol.accounts import Signer
+from protocol.artifacts.store import LocalStore, Store
+from protocol.config import crucible_home
+from protocol.errors import ConfigError
+
+
+def default_store() -> LocalStore:
+    """The state folder's local store."""
+    return LocalStore(crucible_home() / "store")
+
+
+def relay_urls(text: str) -> list[str] | None:
+    """Relay URLs of a comma-separated list, or None when `text` names a local store folder."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if parts and all(part.startswith(("http://", "https://")) for part in parts):
+        return parts
+    if any(part.startswith(("http://", "https://")) for part in parts) or len(parts) != 1:
+        raise ConfigError(f"{text!r} is neither a local store folder nor a comma-separated list of relay URLs")
+    return None
+
+
+def open_store(text: str | None, signer: Signer | None = None) -> Store:
+    """The store `text` names (None: the default local store)."""
+    if text is None:
+        return default_store()
+    relays = relay_urls(text)
+    if relays is None:
+        return LocalStore(Path(text))
+    from protocol.artifacts.client import RelayStore
+
+    return RelayStore(relays, default_store(), signer)

@@ -1,0 +1,80 @@
+"""TOPLOC proofs of a completion's hidden states, built and verified with Prime Intellect's `toploc`.
+
+A completion of n tokens has n hidden states (see protocol.inference); they are proven in chunks
+of `decode_batching_size` positions with `skip_prefill=True`: the prompt is derived from chain
+seeds, so what needs proving is the states that chose each generated token. Activations are
+rounded to bfloat16 before proving and verifying, the precision TOPLOC's figures are defined in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from eth_utils import keccak
+
+from protocol.envs.spec import ToplocSettings
+from protocol.errors import VerificationError
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class ChunkFigures:
+    """TOPLOC's measurements of one chunk."""
+
+    exp_mismatches: int
+    mantissa_err_mean: float
+    mantissa_err_median: float
+
+    def passes(self, settings: ToplocSettings) -> bool:
+        """Whether the chunk is within the thresholds."""
+        return (
+            self.exp_mismatches <= settings.max_exp_mismatches
+            and self.mantissa_err_mean <= settings.max_mantissa_err_mean
+            and self.mantissa_err_median <= settings.max_mantissa_err_median
+        )
+
+
+def chunk_count(tokens: int, settings: ToplocSettings) -> int:
+    """Proofs a completion of `tokens` tokens carries."""
+    return -(-tokens // settings.decode_batching_size)
+
+
+def _checked(activations: torch.Tensor, settings: ToplocSettings) -> torch.Tensor:
+    import torch
+
+    if activations.dim() != 2 or activations.shape[0] == 0:
+        raise VerificationError(f"activations must be [tokens, hidden], got {list(activations.shape)}")
+    if activations.shape[1] < settings.topk:
+        raise VerificationError(f"hidden size {activations.shape[1]} is below TOPLOC's top-k {settings.topk}")
+    return activations.detach().to(torch.bfloat16).contiguous()
+
+
+def build_proofs(activations: torch.Tensor, settings: ToplocSettings) -> list[bytes]:
+    """Returns the proofs of a completion's hidden states [n, H], one per chunk."""
+    import toploc
+
+    rows = _checked(activations, settings)
+    return list(toploc.build_proofs_bytes(list(rows), settings.decode_batching_size, settings.topk, skip_prefill=True))
+
+
+def verify_proofs(activations: torch.Tensor, proofs: list[bytes], settings: ToplocSettings) -> list[ChunkFigures]:
+    """Returns TOPLOC's figures for each chunk of recomputed hidden states [n, H] against the proofs."""
+    import toploc
+
+    rows = _checked(activations, settings).cpu()
+    if len(proofs) != chunk_count(rows.shape[0], settings):
+        raise VerificationError(f"{len(proofs)} proofs for {chunk_count(rows.shape[0], settings)} chunks")
+    results = toploc.verify_proofs_bytes(rows, proofs, settings.decode_batching_size, settings.topk, skip_prefill=True)
+    return [ChunkFigures(r.exp_mismatches, float(r.mant_err_mean), float(r.mant_err_median)) for r in results]
+
+
+def proofs_digest(proofs_per_sample: list[list[bytes]]) -> bytes:
+    """The digest `submitWork` commits to: keccak over each sample's proof count and length-prefixed proofs."""
+    parts = [
+        len(proofs).to_bytes(4, "big") + b"".join(len(p).to_bytes(4, "big") + p for p in proofs)
+        for proofs in proofs_per_sample
+    ]
+    return keccak(len(proofs_per_sample).to_bytes(4, "big") + b"".join(parts))
