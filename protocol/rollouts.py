@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from protocol.envs.spec import MAX_SAMPLES
-from protocol.errors import ArtifactError
+from protocol.errors import ArtifactError, ConfigError
 from protocol.proofs import proofs_digest
 from protocol.values import checked_address, checked_cid
 
@@ -70,8 +70,22 @@ class RolloutFile(BaseModel):
 
     model_config = {"extra": "forbid", "populate_by_name": True}
 
-    _addresses = field_validator("market", "node")(classmethod(lambda cls, value: checked_address(value)))
-    _cids = field_validator("checkpoint_cid", "env_cid")(classmethod(lambda cls, value: checked_cid(value)))
+    @field_validator("market", "node")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        try:
+            return checked_address(value)
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+
+    @field_validator("checkpoint_cid", "env_cid")
+    @classmethod
+    def _cid(cls, value: str) -> str:
+        try:
+            return checked_cid(value)
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+
     _work_seed = field_validator("work_seed")(classmethod(lambda cls, value: _hex32(value)))
 
     @model_validator(mode="after")
@@ -111,7 +125,8 @@ def parse_rollouts(data: bytes, source: str) -> RolloutFile:
         if isinstance(error, ValidationError):
             first = error.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
-            reason = f"{where}: {str(first['msg']).removeprefix('Value error, ')}"
+            message = str(first["msg"]).removeprefix("Value error, ")
+            reason = f"{where}: {message}" if where else message
         else:
             reason = str(error).splitlines()[0]
         raise ArtifactError(f"rollout file {source} is invalid: {reason}") from None

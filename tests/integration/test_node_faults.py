@@ -1,0 +1,214 @@
+"""The node under faults and bad input: killed mid-round, late rounds, refusals, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from protocol import devnet
+from protocol.accounts import Signer
+from protocol.artifacts.store import LocalStore
+from protocol.chain import Chain
+from protocol.client import Crucible, Role
+from protocol.config import devnet_settings
+from protocol.deployment import deploy
+from protocol.devnet import foundry_binary, free_port, wait_for_rpc
+from protocol.envs.spec import default_spec
+from protocol.params import demo_task_params
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+CRUCIBLE = str(Path(sys.executable).parent / "crucible")
+TOKEN = 10**18
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CRUCIBLE_HOME": str(home)}
+    return subprocess.run([CRUCIBLE, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess[str], fragment: str) -> None:
+    assert done.returncode == 1 and done.stdout == "", (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], done.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("model") / "tiny"
+    done = cli(
+        tmp_path_factory.mktemp("home"), "model", "init", "--env", "arithmetic", "--out", str(out), "--steps", "20"
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _task(crucible: Crucible, home: Path, model_folder: Path, creator: Signer, rounds: int = 2) -> int:
+    published = cli(home, "model", "publish", str(model_folder), "--json")
+    assert published.returncode == 0, published.stderr
+    spec = default_spec("arithmetic")
+    spec.training.prompts_per_round, spec.training.group_size = 2, 4
+    env_cid = LocalStore(home / "store").put(spec.canonical_bytes())
+    params = demo_task_params(rounds=rounds, submit_window_s=600)
+    return crucible.create_task(creator, params, json.loads(published.stdout)["cid"], env_cid)
+
+
+class NodeProcess:
+    """`crucible node run` as a child process, its JSON events read line by line."""
+
+    def __init__(self, home: Path, chain: Chain, book: Path, *args: str) -> None:
+        command = [
+            CRUCIBLE,
+            "--rpc",
+            chain.rpc_url,
+            "--deployment",
+            str(book),
+            "node",
+            "run",
+            *args,
+            "--json",
+            "--poll",
+            "0.2",
+        ]
+        env = {**os.environ, "CRUCIBLE_HOME": str(home)}
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.events: list[dict[str, Any]] = []
+
+    def until(self, name: str, timeout_s: float = 240, **fields: Any) -> dict[str, Any]:
+        stream: IO[str] | None = self.process.stdout
+        assert stream is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            line = stream.readline()
+            if not line:
+                break
+            self.events.append(json.loads(line))
+            event = self.events[-1]
+            if event["event"] == name and all(event.get(k) == v for k, v in fields.items()):
+                return event
+        stderr = self.process.stderr.read() if self.process.poll() is not None and self.process.stderr else ""
+        raise AssertionError(f"no {name} {fields}; got {[e['event'] for e in self.events]} {stderr}")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+
+def test_a_late_round_is_skipped_and_a_killed_node_never_submits_twice(
+    tiny_model: Path, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
+) -> None:
+    task_id = _task(crucible, crucible_home, tiny_model, dev[0])
+    crucible.stake(dev[2], 1200 * TOKEN, Role.TRAINER)
+    book = tmp_path / "deployment.json"
+    devnet.warp_to(chain, crucible.deadlines(task_id, 0).submit)
+
+    first = NodeProcess(crucible_home, chain, book, "--task", str(task_id), "--account", "dev2", "--rounds", "1")
+    try:
+        first.until("skipped", round=0)
+        # The node finalises the late round itself once its windows pass; round 1 opens; kill it mid-work.
+        devnet.warp_to(chain, crucible.deadlines(task_id, 0).challenge)
+        first.until("round_opened", round=1)
+    finally:
+        first.kill()
+    # Broken version to check this test: drop the chain check and the journal in TrainerNode._take_part
+    # → the restarted node submits again and the second submitWork reverts (MarketDuplicateSubmission).
+    for attempt in range(2):
+        node = NodeProcess(crucible_home, chain, book, "--task", str(task_id), "--account", "dev2", "--rounds", "1")
+        try:
+            if attempt == 0:
+                node.until("submitted", round=1)
+            else:
+                time.sleep(3)
+                assert all(e["event"] != "submitted" for e in node.events)
+        finally:
+            node.kill()
+    assert crucible.submitted(task_id, 0, dev[2].address) is None
+    assert len(crucible.submissions(task_id, 1)) == 1
+
+
+def test_node_refuses_bad_setups_with_one_line(
+    tiny_model: Path, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
+) -> None:
+    task_id = _task(crucible, crucible_home, tiny_model, dev[0])
+    book = str(tmp_path / "deployment.json")
+    base = ["--rpc", chain.rpc_url, "--deployment", book, "node", "run"]
+    assert_one_line_error(cli(crucible_home, *base, "--task", str(task_id), "--account", "dev3"), "free stake")
+    crucible.stake(dev[4], 200 * TOKEN, Role.VALIDATOR)
+    assert_one_line_error(cli(crucible_home, *base, "--task", str(task_id), "--account", "dev4"), "not as a trainer")
+    assert_one_line_error(cli(crucible_home, *base, "--task", "99", "--account", "dev3"), "unknown task 99")
+    assert_one_line_error(
+        cli(crucible_home, *base, "--task", str(task_id), "--account", "dev3", "--adversary", "sneaky"),
+        "unknown adversary",
+    )
+    assert_one_line_error(
+        cli(crucible_home, *base, "--task", str(task_id), "--account", "dev3", "--device", "tpu"), "unknown device"
+    )
+    assert_one_line_error(
+        cli(crucible_home, *base, "--task", str(task_id), "--account", "dev3", "--rounds", "0"), "--rounds"
+    )
+
+
+def test_red_team_mode_refuses_a_chain_other_than_the_devnet(
+    tmp_path: Path, crucible_home: Path, dev: list[Signer]
+) -> None:
+    port = free_port()
+    mnemonic = devnet_settings().mnemonic
+    command = [str(foundry_binary("anvil")), "--port", str(port), "--chain-id", "5", "--mnemonic", mnemonic]
+    anvil = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        rpc = f"http://127.0.0.1:{port}"
+        wait_for_rpc(rpc)
+        chain = Chain(rpc)
+        book = tmp_path / "book.json"
+        deploy(chain, dev[0], token_holders=(dev[0].address,), unbonding_period_s=120).save(book)
+        args = ["--rpc", rpc, "--deployment", str(book), "node", "run", "--task", "1", "--account", "dev1"]
+        assert_one_line_error(cli(crucible_home, *args, "--adversary", "forged-tokens"), "refusing to run adversary")
+    finally:
+        anvil.terminate()
+        anvil.wait()
+
+
+def test_model_and_env_commands_refuse_bad_input(tiny_model: Path, crucible_home: Path, tmp_path: Path) -> None:
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "keep.txt").write_text("mine")
+    assert_one_line_error(
+        cli(crucible_home, "model", "init", "--env", "arithmetic", "--out", str(occupied)), "not an empty folder"
+    )
+    assert (occupied / "keep.txt").read_text() == "mine"
+    assert_one_line_error(
+        cli(crucible_home, "model", "init", "--env", "chess", "--out", str(tmp_path / "m")), "unknown environment"
+    )
+    assert_one_line_error(
+        cli(crucible_home, "model", "init", "--env", "arithmetic", "--out", str(tmp_path / "m"), "--size", "huge"),
+        "unknown model size",
+    )
+    assert not (tmp_path / "m").exists()
+    missing = "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq"
+    assert_one_line_error(cli(crucible_home, "model", "eval", missing, "--env", "arithmetic"), missing)
+    assert_one_line_error(
+        cli(crucible_home, "model", "eval", str(tmp_path / "nowhere/"), "--env", "arithmetic"), "no such model folder"
+    )
+    assert_one_line_error(cli(crucible_home, "model", "publish", str(tmp_path)), "not a Hugging Face model folder")
+    assert_one_line_error(cli(crucible_home, "env", "spec", "chess"), "unknown environment")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"environment": "arithmetic", "training": {"group_size": 1}}))
+    assert_one_line_error(
+        cli(crucible_home, "model", "eval", str(tiny_model), "--env", str(bad)), "training.group_size"
+    )
+    evaluated = cli(
+        crucible_home, "model", "eval", str(tiny_model), "--env", "arithmetic", "--problems", "20", "--json"
+    )
+    assert evaluated.returncode == 0 and 0.0 <= json.loads(evaluated.stdout)["accuracy"] <= 1.0
+    listed = json.loads(cli(crucible_home, "env", "list", "--json").stdout)
+    assert {row["name"] for row in listed} == {"arithmetic", "sorting"}
+    spec = json.loads(cli(crucible_home, "env", "spec", "sorting").stdout)
+    assert spec["environment"] == "sorting" and spec["schema"] == "crucible.env"

@@ -1,0 +1,162 @@
+"""A round's work end to end without a chain: the rollout file, its bad forms, and each adversary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from node.adversary import ADVERSARIES, Prepared, adversary_of
+from node.work import produce_work
+from protocol.cid import cid_of_bytes
+from protocol.envs.spec import EnvSpec
+from protocol.errors import ArtifactError, ConfigError
+from protocol.inference import prefill
+from protocol.model import LoadedModel
+from protocol.proofs import verify_proofs
+from protocol.rollouts import MAX_ROLLOUT_BYTES, RolloutFile, parse_rollouts
+from protocol.sampling import replay
+from protocol.work import RoundContext, assigned_slots
+
+CONTEXT = RoundContext(
+    chain_id=31337,
+    market="0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+    task_id=1,
+    round_index=0,
+    node="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    work_seed=b"\x42" * 32,
+    checkpoint_cid=cid_of_bytes(b"checkpoint"),
+    env_cid=cid_of_bytes(b"env"),
+)
+
+
+def _honest(tiny: LoadedModel, spec: EnvSpec) -> RolloutFile:
+    return produce_work(tiny, spec, CONTEXT).rollouts
+
+
+def test_rollout_file_round_trips_and_binds_its_proofs(tiny: LoadedModel, spec: EnvSpec) -> None:
+    work = produce_work(tiny, spec, CONTEXT)
+    data = work.rollouts.to_bytes()
+    parsed = parse_rollouts(data, "r")
+    assert parsed == work.rollouts and parsed.to_bytes() == data
+    assert len(parsed.samples) == spec.training.prompts_per_round * spec.training.group_size
+    assert parsed.proofs_digest() == work.rollouts.proofs_digest()
+    changed = parsed.model_copy(deep=True)
+    changed.samples[0].proofs[0] = (
+        changed.samples[1].proofs[-1] if changed.samples[1].proofs[-1] != changed.samples[0].proofs[0] else ""
+    )
+    assert changed.proofs_digest() != parsed.proofs_digest()
+    # Same inputs, same work (the update up to float order; here the same process, so equal).
+    again = produce_work(tiny, spec, CONTEXT)
+    assert again.rollouts == work.rollouts
+    assert all(torch.equal(again.update[name], work.update[name]) for name in work.update)
+
+
+def test_bad_rollout_files_are_refused_with_the_reason(tiny: LoadedModel, spec: EnvSpec) -> None:
+    document = json.loads(_honest(tiny, spec).to_bytes())
+
+    def variant(**changes: object) -> bytes:
+        return json.dumps(document | changes).encode()
+
+    first = document["samples"][0]
+    cases = [
+        (b"{not json", "invalid"),
+        (variant(schema="other"), "schema"),
+        (variant(schema_version=2), "schema_version"),
+        (variant(work_units=document["work_units"] + 1), "work_units"),
+        (variant(samples=[first, first], work_units=2 * len(first["completion_ids"])), "appears twice"),
+        (variant(node="0x123"), "node"),
+        (variant(checkpoint_cid="nope"), "checkpoint_cid"),
+        (variant(work_seed="0x12"), "work_seed"),
+        (variant(samples=[first | {"proofs": ["***"]}, *document["samples"][1:]]), "invalid"),
+        (variant(samples=[first | {"completion_ids": []}, *document["samples"][1:]]), "completion_ids"),
+        (variant(extra=1), "extra"),
+        (b" " * (MAX_ROLLOUT_BYTES + 1), "above the"),
+    ]
+    for data, fragment in cases:
+        with pytest.raises(ArtifactError) as caught:
+            parse_rollouts(data, "bad.json")
+        assert fragment in str(caught.value), (fragment, str(caught.value))
+
+
+def test_assigned_slots_follow_the_spec(spec: EnvSpec) -> None:
+    slots = assigned_slots(spec, CONTEXT)
+    assert [(s.prompt_index, s.sample_index) for s in slots][:5] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+    assert len({s.seed for s in slots}) == len(slots)
+
+
+def _replay_mismatches(tiny: LoadedModel, spec: EnvSpec, rollouts: RolloutFile) -> tuple[int, bool]:
+    """Sampling mismatches over the file and whether every TOPLOC chunk passes, against the real model."""
+    passes = prefill(tiny.model, [(s.prompt_ids, s.completion_ids) for s in rollouts.samples], 0)
+    mismatches, proofs_pass = 0, True
+    for sample, recomputed in zip(rollouts.samples, passes, strict=True):
+        mismatches += len(
+            replay(recomputed.logits, bytes.fromhex(sample.seed[2:]), sample.completion_ids, spec.sampling).mismatches
+        )
+        figures = verify_proofs(recomputed.activations, sample.proof_bytes(), spec.toploc)
+        proofs_pass &= all(f.passes(spec.toploc) for f in figures)
+    return mismatches, proofs_pass
+
+
+def test_honest_work_passes_the_checks_the_adversaries_target(tiny: LoadedModel, spec: EnvSpec) -> None:
+    assert _replay_mismatches(tiny, spec, _honest(tiny, spec)) == (0, True)
+
+
+@pytest.mark.parametrize("name", ["wrong-model", "forged-tokens", "cherry-pick", "inflated-rewards", "garbage-update"])
+def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name: str) -> None:
+    honest = produce_work(tiny, spec, CONTEXT)
+    cheat = produce_work(tiny, spec, CONTEXT, adversary=adversary_of(name))
+    environment = spec.env()
+    slots = assigned_slots(spec, CONTEXT)
+    mismatches, proofs_pass = _replay_mismatches(tiny, spec, cheat.rollouts)
+    if name == "wrong-model":
+        assert not proofs_pass
+    if name == "forged-tokens":
+        # Every completion is now right, and TOPLOC alone accepts it: only the sampling replay sees it.
+        assert all(
+            environment.reward(slot.problem, s.completion) == 1.0
+            for slot, s in zip(slots, cheat.rollouts.samples, strict=True)
+        )
+        assert proofs_pass and mismatches > 0
+    if name == "cherry-pick":
+        picked = [
+            i for i, (a, b) in enumerate(zip(honest.rollouts.samples, cheat.rollouts.samples, strict=True)) if a != b
+        ]
+        assert picked and all(cheat.rollouts.samples[i].reward > honest.rollouts.samples[i].reward for i in picked)
+        assert proofs_pass and mismatches >= len(picked)
+    if name == "inflated-rewards":
+        assert all(s.reward == 1.0 for s in cheat.rollouts.samples)
+        assert any(
+            environment.reward(slot.problem, s.completion) < 1.0
+            for slot, s in zip(slots, cheat.rollouts.samples, strict=True)
+        )
+    if name == "garbage-update":
+        assert cheat.rollouts == honest.rollouts
+        assert all(float(value.abs().sum()) == 0 for value in cheat.update.values())
+
+
+def test_low_precision_samples_with_rounded_weights(tiny: LoadedModel) -> None:
+    adversary = adversary_of("low-precision")
+    assert adversary is not None
+    rounded = adversary.generation_model(tiny.model)
+    pairs = list(zip(tiny.model.parameters(), rounded.parameters(), strict=True))
+    assert any(not torch.equal(a, b) for a, b in pairs)
+    assert all(float((a - b).detach().abs().max()) <= float(a.detach().abs().max()) * 0.07 + 1e-9 for a, b in pairs)
+
+
+def test_submission_level_adversaries_choose_other_cids() -> None:
+    mine = Prepared("bafy-mine", "bafy-update", 10, b"\x01" * 32)
+    earlier = Prepared("bafy-old", "bafy-old-update", 9, b"\x02" * 32)
+    other = {"rolloutCid": "bafy-other", "updateCid": "bafy-other-update", "workUnits": 11}
+    copied, replayed = adversary_of("copied"), adversary_of("replay")
+    assert copied is not None and replayed is not None
+    assert copied.choose_submission(mine, lambda: [], []) is None  # waits for someone to copy
+    assert copied.choose_submission(mine, lambda: [other], []) == Prepared(
+        "bafy-other", "bafy-other-update", 11, mine.proofs_digest
+    )
+    assert replayed.choose_submission(mine, lambda: [], []) == mine  # its first round is honest
+    assert replayed.choose_submission(mine, lambda: [], [earlier]) == earlier
+    assert adversary_of("withheld") is not None and not ADVERSARIES["withheld"].stores_artifacts
+    with pytest.raises(ConfigError, match="unknown adversary"):
+        adversary_of("sneaky")
