@@ -142,6 +142,8 @@ def supervised_warmup(
     the end token only. A short run leaves the model partly right, so that RL has a signal."""
     import torch
 
+    if steps == 0:
+        return float("nan")
     device = next(model.parameters()).device
     problems = environment.problems(label_seed("crucible-warmup", str(seed)), steps * batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)

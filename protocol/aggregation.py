@@ -1,0 +1,36 @@
+"""The outer step: the next checkpoint from the round's checkpoint and its included updates.
+
+DiLoCo with an SGD outer optimizer: next = C + lr * mean(Δ_i), the mean taken in a canonical
+order (by submission id) so every aggregator computes the same bytes up to float summation,
+which a fixed order removes on one device. No outer optimizer state is kept (momentum would live
+in the checkpoint manifest).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import VerificationError
+
+if TYPE_CHECKING:
+    import torch
+
+
+def aggregate(
+    checkpoint: dict[str, torch.Tensor], updates: list[tuple[int, dict[str, torch.Tensor]]], outer_learning_rate: float
+) -> dict[str, torch.Tensor]:
+    """Returns C + lr * mean(Δ) over `(submission id, Δ)` pairs (the checkpoint itself when there are none)."""
+    import torch
+
+    if not updates:
+        return {name: value.clone() for name, value in checkpoint.items()}
+    ordered = [delta for _, delta in sorted(updates, key=lambda pair: pair[0])]
+    result = {}
+    for name, value in checkpoint.items():
+        total = torch.zeros_like(value, dtype=torch.float32)
+        for delta in ordered:
+            if name not in delta or delta[name].shape != value.shape:
+                raise VerificationError(f"an update lacks tensor {name} of shape {list(value.shape)}")
+            total += delta[name].float()
+        result[name] = (value.float() + outer_learning_rate * total / len(ordered)).to(value.dtype)
+    return result
