@@ -7,10 +7,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from node.adversary import Adversary, Prepared
-from node.journal import Journal, RoundRecord
+from node.journal import Journal, RoundRecord, Status
 from node.reporter import Reporter
 from node.work import Progress, RoundWork, produce_work
 from protocol.accounts import Signer
@@ -22,9 +22,6 @@ from protocol.errors import ConfigError, ContractRevert
 from protocol.ids import submission_id
 from protocol.model import LoadedModel, load_checkpoint
 from protocol.work import RoundContext
-
-if TYPE_CHECKING:
-    pass
 
 DEVNET_CHAIN_ID = 31337
 # Reverts that mean someone else already did a keeper's step: nothing to do.
@@ -138,7 +135,7 @@ class TrainerNode:
     def _take_part(self, round_index: int, spec: EnvSpec) -> None:
         task_id = self.options.task_id
         if self.crucible.submitted(task_id, round_index, self.address):
-            self._mark(round_index, RoundRecord("submitted", reason="found on chain"))
+            self.journal.record(round_index, RoundRecord("submitted", reason="found on chain"))
             return
         deadline = self.crucible.deadlines(task_id, round_index).submit
         now = self.crucible.chain.now()
@@ -193,12 +190,7 @@ class TrainerNode:
             )
         prepared = self._publish(work, checkpoint_cid)
         self._last_work_s = time.perf_counter() - started
-        self.journal.record(
-            round_index,
-            RoundRecord(
-                "prepared", prepared.rollout_cid, prepared.update_cid, prepared.work_units, prepared.proofs_digest.hex()
-            ),
-        )
+        self.journal.record(round_index, _record("prepared", prepared))
         rewards = [sample.reward for sample in work.rollouts.samples]
         self.reporter.event(
             "prepared",
@@ -263,27 +255,11 @@ class TrainerNode:
             )
         except ContractRevert as error:
             if error.name == "MarketDuplicateSubmission":
-                self._mark(
-                    round_index,
-                    RoundRecord(
-                        "submitted",
-                        choice.rollout_cid,
-                        choice.update_cid,
-                        choice.work_units,
-                        choice.proofs_digest.hex(),
-                        "found on chain",
-                    ),
-                )
-                return
+                return self.journal.record(round_index, _record("submitted", choice, "found on chain"))
             if error.name == "MarketOutsideWindow":
                 return self._skip(round_index, "the submission window closed while sending")
             raise
-        self._mark(
-            round_index,
-            RoundRecord(
-                "submitted", choice.rollout_cid, choice.update_cid, choice.work_units, choice.proofs_digest.hex()
-            ),
-        )
+        self.journal.record(round_index, _record("submitted", choice))
         self.summary.submitted.append(round_index)
         self.reporter.event(
             "submitted",
@@ -293,9 +269,6 @@ class TrainerNode:
             update_cid=choice.update_cid,
             work_units=choice.work_units,
         )
-
-    def _mark(self, round_index: int, record: RoundRecord) -> None:
-        self.journal.record(round_index, record)
 
     def _skip(self, round_index: int, reason: str) -> None:
         self.journal.record(round_index, RoundRecord("skipped", reason=reason))
@@ -346,3 +319,9 @@ class TrainerNode:
         if credit:
             self.summary.claimed_wei += self.crucible.claim(self.signer)
             self.reporter.event("claimed", amount_wei=str(credit))
+
+
+def _record(status: Status, prepared: Prepared, reason: str = "") -> RoundRecord:
+    """A journal record of a prepared or sent submission."""
+    digest = prepared.proofs_digest.hex()
+    return RoundRecord(status, prepared.rollout_cid, prepared.update_cid, prepared.work_units, digest, reason)

@@ -146,12 +146,6 @@ def load_model(source: str, store: Store, device: str = "cpu") -> LoadedModel:
     return load_checkpoint(source, store, device)
 
 
-def tokenizer_files(manifest_config: dict[str, Any] | None) -> list[str]:
-    """The CIDs of the tokenizer files a checkpoint's config names (fetch them with the shards)."""
-    recorded = (manifest_config or {}).get("crucible_tokenizer") or {}
-    return list(dict(recorded.get("files", {})).values()) if recorded.get("kind") == "huggingface" else []
-
-
 def parameter_count(model: PreTrainedModel) -> int:
     """Number of parameters."""
     return sum(parameter.numel() for parameter in model.parameters())
