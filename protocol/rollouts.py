@@ -10,8 +10,9 @@ import base64
 import json
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from protocol.artifacts.manifest import canonical_json
 from protocol.envs.spec import MAX_SAMPLES
 from protocol.errors import ArtifactError, ConfigError
 from protocol.proofs import proofs_digest
@@ -70,19 +71,12 @@ class RolloutFile(BaseModel):
 
     model_config = {"extra": "forbid", "populate_by_name": True}
 
-    @field_validator("market", "node")
+    @field_validator("market", "node", "checkpoint_cid", "env_cid")
     @classmethod
-    def _address(cls, value: str) -> str:
+    def _address_or_cid(cls, value: str, info: ValidationInfo) -> str:
+        check = checked_address if info.field_name in ("market", "node") else checked_cid
         try:
-            return checked_address(value)
-        except ConfigError as error:
-            raise ValueError(str(error)) from None
-
-    @field_validator("checkpoint_cid", "env_cid")
-    @classmethod
-    def _cid(cls, value: str) -> str:
-        try:
-            return checked_cid(value)
+            return check(value)
         except ConfigError as error:
             raise ValueError(str(error)) from None
 
@@ -100,8 +94,7 @@ class RolloutFile(BaseModel):
 
     def to_bytes(self) -> bytes:
         """Canonical JSON: the bytes whose CID the submission names."""
-        document = self.model_dump(by_alias=True, mode="json")
-        return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        return canonical_json(self.model_dump(by_alias=True, mode="json"))
 
     def proofs_digest(self) -> bytes:
         """The digest of every sample's proofs, as committed on chain."""

@@ -27,6 +27,11 @@ DEFAULT_SHARD_BYTES = 64 * 1024 * 1024
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
 
+def canonical_json(document: Any) -> bytes:
+    """JSON with sorted keys, no spaces, UTF-8: the bytes whose CID names a manifest or a rollout file."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 class TensorEntry(BaseModel):
     """One tensor of a shard."""
 
@@ -75,8 +80,7 @@ class Manifest(BaseModel):
 
     def canonical_bytes(self) -> bytes:
         """The bytes whose CID is the manifest's CID."""
-        document = self.model_dump(by_alias=True, mode="json")
-        return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        return canonical_json(self.model_dump(by_alias=True, mode="json"))
 
     def tensor_names(self) -> list[str]:
         """Every tensor name, in shard order."""
