@@ -79,7 +79,7 @@ def accuracy_curve(size: str, warmup_steps: int, rounds: int, trainers: int) -> 
     """Rounds of a real task on a private Anvil: trainers' work submitted on chain, one aggregator
     proposing C + mean(Δ) (no validation here: every submission is honest), held-out accuracy after each."""
     spec = default_spec("arithmetic")
-    spec.training.prompts_per_round, spec.training.group_size = 16, 8
+    spec.training.prompts_per_round, spec.training.group_size = 32, 8
     with tempfile.TemporaryDirectory(prefix="crucible-bench-") as tmp:
         store = LocalStore(Path(tmp) / "store")
         anvil = devnet.start_private_anvil(Path(tmp) / "anvil.log")
@@ -138,7 +138,7 @@ def accuracy_curve(size: str, warmup_steps: int, rounds: int, trainers: int) -> 
 
 def _figures(loaded: LoadedModel, spec: EnvSpec) -> dict[str, float]:
     result = evaluate(loaded.model, loaded.tokenizer, spec, 400)
-    return {"accuracy": result.accuracy}
+    return {"accuracy": result.accuracy, "sampled_accuracy": result.sampled_accuracy}
 
 
 def main() -> None:

@@ -84,6 +84,7 @@ def init(
         "warmup_s": round(warmup_s, 1),
         "accuracy": result.accuracy,
         "mean_reward": round(result.mean_reward, 4),
+        "sampled_accuracy": result.sampled_accuracy,
     }
     if json_output:
         emit_json(document)
@@ -130,9 +131,15 @@ def eval_(
         raise ConfigError(f"--problems must be at least 1, got {problems}")
     loaded = load_model(model, open_store(source), checked_device(device))
     result = evaluate(loaded.model, loaded.tokenizer, spec, problems)
-    document = {"accuracy": result.accuracy, "mean_reward": result.mean_reward, "problems": result.problems}
+    document = {
+        "accuracy": result.accuracy,
+        "mean_reward": result.mean_reward,
+        "sampled_accuracy": result.sampled_accuracy,
+        "sampled_mean_reward": result.sampled_mean_reward,
+        "problems": result.problems,
+    }
     if json_output:
         emit_json(document)
     else:
-        figures = f"mean reward {result.mean_reward:.3f}, {result.problems} problems"
-        stdout.print(f"held-out accuracy {result.accuracy:.3f} ({figures})")
+        figures = f"sampled at the task's temperature {result.sampled_accuracy:.3f}, {result.problems} problems"
+        stdout.print(f"held-out accuracy {result.accuracy:.3f} greedy ({figures})")

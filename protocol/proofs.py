@@ -57,7 +57,11 @@ def build_proofs(activations: torch.Tensor, settings: ToplocSettings) -> list[by
     import toploc
 
     rows = _checked(activations, settings)
-    return list(toploc.build_proofs_bytes(list(rows), settings.decode_batching_size, settings.topk, skip_prefill=True))
+    # Handing toploc whole chunks (one flat tensor per chunk, batching 1) gives the same proofs as
+    # one tensor per position with batching `decode_batching_size`, without its per-row concatenation.
+    size = settings.decode_batching_size
+    chunks = [rows[start : start + size].reshape(-1) for start in range(0, rows.shape[0], size)]
+    return list(toploc.build_proofs_bytes(chunks, 1, settings.topk, skip_prefill=True))
 
 
 def verify_proofs(activations: torch.Tensor, proofs: list[bytes], settings: ToplocSettings) -> list[ChunkFigures]:

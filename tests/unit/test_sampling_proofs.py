@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import toploc
 import torch
 
 from protocol.envs.spec import EnvSpec, SamplingSettings
@@ -85,6 +86,11 @@ def test_honest_proofs_verify_over_a_separate_prefill_aligned_exactly(tiny: Load
     for g, recomputed, seed in zip(generated, passes, seeds, strict=True):
         proofs = build_proofs(g.activations, spec.toploc)
         assert len(proofs) == chunk_count(len(g.completion_ids), spec.toploc)
+        # The same bytes as toploc's own one-tensor-per-position call.
+        rows = list(g.activations.to(torch.bfloat16))
+        assert proofs == toploc.build_proofs_bytes(
+            rows, spec.toploc.decode_batching_size, spec.toploc.topk, skip_prefill=True
+        )
         figures = verify_proofs(recomputed.activations, proofs, spec.toploc)
         assert all(f.exp_mismatches == 0 and f.passes(spec.toploc) for f in figures)
         assert replay(recomputed.logits, seed, g.completion_ids, sampling).mismatches == []
