@@ -39,6 +39,13 @@ class NodeOptions:
     poll_s: float = 1.0
     adversary: Adversary | None = None
     force_adversary: bool = False
+    # Dispute a rejection of its own submission (None: an honest node does, a red-team one does not).
+    dispute: bool | None = None
+
+    @property
+    def disputes_rejections(self) -> bool:
+        """Whether the node disputes a rejection of its submission."""
+        return self.adversary is None if self.dispute is None else self.dispute
 
 
 @dataclass
@@ -134,8 +141,15 @@ class TrainerNode:
 
     def _take_part(self, round_index: int, spec: EnvSpec) -> None:
         task_id = self.options.task_id
-        if self.crucible.submitted(task_id, round_index, self.address):
-            self.journal.record(round_index, RoundRecord("submitted", reason="found on chain"))
+        found = self.crucible.submitted(task_id, round_index, self.address)
+        if found is not None:
+            # Sent before a crash: keep what the chain says it was (and the digest, if prepared here).
+            known = self.journal.get(round_index)
+            digest = known.proofs_digest if known else ""
+            sent = RoundRecord(
+                "submitted", found["rolloutCid"], found["updateCid"], int(found["workUnits"]), digest, "found on chain"
+            )
+            self.journal.record(round_index, sent)
             return
         deadline = self.crucible.deadlines(task_id, round_index).submit
         now = self.crucible.chain.now()
@@ -148,8 +162,6 @@ class TrainerNode:
                     round_index, f"{deadline - now} s left, the last round's work took {self._last_work_s:.0f} s"
                 )
             prepared = self._prepare(round_index, spec)
-            if prepared is None:
-                return
         else:
             prepared = Prepared(
                 record.rollout_cid, record.update_cid, record.work_units, bytes.fromhex(record.proofs_digest)
@@ -157,7 +169,7 @@ class TrainerNode:
             self.reporter.event("resumed", round=round_index, rollout_cid=prepared.rollout_cid)
         self._submit(round_index, prepared, deadline)
 
-    def _prepare(self, round_index: int, spec: EnvSpec) -> Prepared | None:
+    def _prepare(self, round_index: int, spec: EnvSpec) -> Prepared:
         task_id = self.options.task_id
         started = time.perf_counter()
         checkpoint_cid = self.crucible.checkpoint_cid(task_id, round_index)
@@ -298,10 +310,32 @@ class TrainerNode:
             if error.name not in _ALREADY_DONE:
                 raise
 
+    def _dispute_rejection(self, round_index: int) -> None:
+        """Disputes a rejection of its own submission during the challenge window, bond permitting."""
+        task_id = self.options.task_id
+        submission = submission_id(task_id, round_index, self.address)
+        state = self.crucible.submission(submission)
+        if not (state.rejected and not state.disputed and self.options.disputes_rejections):
+            return
+        deadlines = self.crucible.deadlines(task_id, round_index)
+        if not deadlines.validate <= self.crucible.chain.now() < deadlines.challenge:
+            return
+        if self.crucible.balance_of(self.address) < self.crucible.task(task_id).dispute_bond:
+            self.reporter.event("cannot_dispute", round=round_index, reason="balance below the dispute bond")
+            return
+        try:
+            self.crucible.dispute(self.signer, submission)
+        except ContractRevert as error:
+            if error.name not in _ALREADY_DONE | {"MarketAlreadyDisputed", "MarketNoCommittee"}:
+                raise
+            return
+        self.reporter.event("disputed", round=round_index, submission=str(submission))
+
     def _settle_and_claim(self) -> None:
         task_id = self.options.task_id
         for round_index in self.journal.with_status("submitted"):
             if not self.crucible.round(task_id, round_index).finalised:
+                self._dispute_rejection(round_index)
                 continue
             submission = submission_id(task_id, round_index, self.address)
             state = self.crucible.submission(submission)

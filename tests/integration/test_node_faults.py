@@ -121,11 +121,15 @@ def test_a_late_round_is_skipped_and_a_killed_node_never_submits_twice(
     # Broken version to check this test: drop the chain check and the journal in TrainerNode._take_part
     # → the restarted node submits again and the second submitWork reverts (MarketDuplicateSubmission).
     for attempt in range(2):
+        if attempt == 1:
+            for journal in (crucible_home / "node").glob("*.json"):
+                journal.unlink()
         node = NodeProcess(crucible_home, chain, book, "--task", str(task_id), "--account", "dev2", "--rounds", "1")
         try:
             if attempt == 0:
                 node.until("submitted", round=1)
             else:
+                # The journal gone too: the chain alone tells the node it already submitted.
                 time.sleep(3)
                 assert all(e["event"] != "submitted" for e in node.events)
         finally:
