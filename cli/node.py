@@ -23,6 +23,9 @@ def run(
     poll: float = typer.Option(1.0, "--poll", help="Seconds between looks at the chain."),
     adversary: str = typer.Option(None, "--adversary", help="Red-team strategy for devnets (see docs/node.md)."),
     force_adversary: bool = typer.Option(False, "--force-adversary", help="Allow --adversary off the devnet."),
+    dispute: bool = typer.Option(
+        None, "--dispute/--no-dispute", help="Dispute a rejection of its work (default: unless an adversary)."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print events as JSON lines on stdout."),
 ) -> None:
     """Train on a task: fetch each round's checkpoint, generate with proofs, train, submit, claim."""
@@ -44,6 +47,7 @@ def run(
         poll_s=poll,
         adversary=adversary_of(adversary),
         force_adversary=force_adversary,
+        dispute=dispute,
     )
     cli = context(ctx)
     signer = cli.signer(account)

@@ -123,7 +123,7 @@ class ForgedTokens(Adversary):
 
 class CherryPick(Adversary):
     name = "cherry-pick"
-    description = "samples four completions per slot with other seeds and reports the best-rewarded one"
+    description = "samples four completions per slot with other seeds and reports the best-rewarded (ties: a re-roll)"
     tries: ClassVar[int] = 4
 
     def rework(
@@ -143,7 +143,8 @@ class CherryPick(Adversary):
                 loaded.model, prompts, seeds, spec.sampling, tokenizer.eos_id, tokenizer.pad_id, batch_size
             )
             for index, (slot, out) in enumerate(zip(slots, tries, strict=True)):
-                if reward(slot, out) > reward(slot, best[index]):
+                # Ties go to the re-roll, so the cheat shows even when no try scores better.
+                if reward(slot, out) >= reward(slot, best[index]):
                     best[index] = out
         return best
 
@@ -158,12 +159,12 @@ class InflatedRewards(Adversary):
 
 class GarbageUpdate(Adversary):
     name = "garbage-update"
-    description = "publishes honest rollouts with a noise update (zeros on even rounds, noise on odd)"
+    description = "publishes honest rollouts with a garbage update (noise on even rounds, zeros on odd)"
 
     def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
         import torch
 
-        if context.round_index % 2 == 0:
+        if context.round_index % 2 == 1:
             return {name: torch.zeros_like(value) for name, value in update.items()}
         generator = torch.Generator().manual_seed(context.round_index)
         return {name: torch.randn(value.shape, generator=generator) * 1e-2 for name, value in update.items()}

@@ -15,6 +15,9 @@ from protocol.errors import VerificationError
 if TYPE_CHECKING:
     import torch
 
+    from protocol.artifacts.store import Store
+    from protocol.model import LoadedModel
+
 
 def aggregate(
     checkpoint: dict[str, torch.Tensor], updates: list[tuple[int, dict[str, torch.Tensor]]], outer_learning_rate: float
@@ -34,3 +37,18 @@ def aggregate(
             total += delta[name].float()
         result[name] = (value.float() + outer_learning_rate * total / len(ordered)).to(value.dtype)
     return result
+
+
+def publish_next_checkpoint(
+    loaded: LoadedModel, updates: list[tuple[int, dict[str, torch.Tensor]]], outer_learning_rate: float, store: Store
+) -> str:
+    """Stores the aggregate of the round's checkpoint `loaded` and its included updates as a checkpoint
+    manifest whose parent is the round's checkpoint; returns its CID. `loaded.model` is left unchanged."""
+    import copy
+
+    from protocol.artifacts.manifest import save_hf_model
+
+    state = aggregate(dict(loaded.model.state_dict()), updates, outer_learning_rate)
+    model = copy.deepcopy(loaded.model)
+    model.load_state_dict(state)
+    return save_hf_model(model, store, parent=loaded.checkpoint_cid)

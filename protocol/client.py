@@ -343,6 +343,10 @@ class Crucible:
         """The round's aggregation committee."""
         return list(self.chain.call(self.market.functions.aggregatorsOf(task_id, round_index)))
 
+    def has_proposed(self, task_id: int, round_index: int, aggregator: str) -> bool:
+        """Whether `aggregator` proposed a checkpoint for the round since proposals were last voided."""
+        return bool(self.chain.call(self.market.functions.hasProposed(task_id, round_index, aggregator)))
+
     def dispute_committee(self, submission: int) -> list[str]:
         """The dispute committee of a submission."""
         return list(self.chain.call(self.market.functions.disputeCommittee(submission)))

@@ -39,9 +39,12 @@ class ToplocSettings(_Strict):
 
     topk: int = Field(128, ge=1, le=4096, description="Activations kept per proof chunk (top-k by magnitude).")
     decode_batching_size: int = Field(32, ge=1, le=1024, description="Decode positions per proof chunk.")
-    max_exp_mismatches: int = Field(38, ge=0, description="Most exponent mismatches of a chunk (of topk).")
-    max_mantissa_err_mean: float = Field(10.0, ge=0, description="Largest mean mantissa error of a chunk.")
-    max_mantissa_err_median: float = Field(8.0, ge=0, description="Largest median mantissa error of a chunk.")
+    # Calibrated on the CPU (docs/verification.md): honest 0 / 0.008 / 0 across thread counts and
+    # batch sizes, 8-bit weights at least 7 / 4.4 / 4. Prime Intellect's looser 38 / 10 / 8 suit bf16
+    # inference across GPU kinds, and let 8-bit weights through.
+    max_exp_mismatches: int = Field(3, ge=0, description="Most exponent mismatches of a chunk (of topk).")
+    max_mantissa_err_mean: float = Field(1.5, ge=0, description="Largest mean mantissa error of a chunk.")
+    max_mantissa_err_median: float = Field(1.0, ge=0, description="Largest median mantissa error of a chunk.")
 
 
 class TrainingSettings(_Strict):
@@ -64,7 +67,9 @@ class VerificationSettings(_Strict):
 
     max_sampling_mismatches: int = Field(2, ge=0, description="Tokens of a batch that may disagree with the replay.")
     near_tie_margin: float = Field(0.05, ge=0, description="A replay mismatch within this score margin is a near tie.")
-    update_tolerance: float = Field(1e-3, gt=0, description="Largest relative error of a replayed update's shard.")
+    update_tolerance: float = Field(
+        0.05, gt=0, description="Largest relative L2 error of a replayed update's tensor (calibrated: honest ≤ 0.008)."
+    )
 
 
 class EnvSpec(_Strict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -123,7 +124,7 @@ def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name
         picked = [
             i for i, (a, b) in enumerate(zip(honest.rollouts.samples, cheat.rollouts.samples, strict=True)) if a != b
         ]
-        assert picked and all(cheat.rollouts.samples[i].reward > honest.rollouts.samples[i].reward for i in picked)
+        assert picked and all(cheat.rollouts.samples[i].reward >= honest.rollouts.samples[i].reward for i in picked)
         assert proofs_pass and mismatches >= len(picked)
     if name == "inflated-rewards":
         assert all(s.reward == 1.0 for s in cheat.rollouts.samples)
@@ -133,7 +134,9 @@ def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name
         )
     if name == "garbage-update":
         assert cheat.rollouts == honest.rollouts
-        assert all(float(value.abs().sum()) == 0 for value in cheat.update.values())
+        assert all(float(value.abs().sum()) > 0 for value in cheat.update.values())  # noise in round 0
+        zero = produce_work(tiny, spec, dataclasses.replace(CONTEXT, round_index=1), adversary=adversary_of(name))
+        assert all(float(value.abs().sum()) == 0 for value in zero.update.values())
 
 
 def test_low_precision_samples_with_rounded_weights(tiny: LoadedModel) -> None:

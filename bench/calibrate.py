@@ -1,0 +1,133 @@
+"""Calibration of the validator's thresholds: every check's figure on honest work (across seeds, both
+environments, and trainers that differ from the validator in thread count and batch sizes) and on
+each adversary's work, side by side in one run. Figures and the chosen thresholds: docs/verification.md.
+
+Run: .venv/bin/python -m bench.calibrate [--seeds 34] [--adversary-seeds 20] > calibration.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+import torch
+from eth_utils import keccak
+
+from node.adversary import adversary_of
+from node.work import produce_work
+from protocol.cid import cid_of_bytes
+from protocol.envs.spec import EnvSpec, default_spec
+from protocol.model import LoadedModel, create_model
+from protocol.tokenizer import CharTokenizer
+from protocol.training import supervised_warmup
+from protocol.work import RoundContext
+from validator.checks import Claim, check_rewards, check_sampling, check_toploc, check_update, run_prefill
+
+NODES = [
+    "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC",
+    "0x90F79bf6EB2c4f870365E785982E1f101E93b906",
+]
+# (name, the trainer's generation batch, its training micro-batch, its thread count): the validator
+# always checks with one batch of 64 and every core.
+HONEST_VARIANTS = [("same", 64, 64, 0), ("batch1-threads1", 1, 64, 1), ("batch5-micro3-threads1", 5, 3, 1)]
+ADVERSARIES = ["wrong-model", "low-precision", "forged-tokens", "cherry-pick", "inflated-rewards", "garbage-update"]
+
+
+def calibration_spec(environment: str) -> EnvSpec:
+    """The spec the calibration runs: 4 prompts x 4 samples, answers up to 12 tokens."""
+    spec = default_spec(environment)
+    spec.training.prompts_per_round, spec.training.group_size = 4, 4
+    spec.sampling.max_new_tokens = 12
+    return spec
+
+
+def warm(environment: str, steps: int) -> LoadedModel:
+    tokenizer = CharTokenizer()
+    model = create_model("tiny", tokenizer, seed=0)
+    supervised_warmup(model, tokenizer, calibration_spec(environment).env(), steps, seed=0)
+    return LoadedModel(model.eval(), tokenizer, None)
+
+
+def context_of(seed: int, environment: str) -> RoundContext:
+    return RoundContext(
+        chain_id=31337,
+        market="0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+        task_id=1 + seed % 7,
+        round_index=seed,
+        node=NODES[seed % len(NODES)],
+        work_seed=keccak(f"calibration-{environment}-{seed}".encode()),
+        checkpoint_cid=cid_of_bytes(b"checkpoint"),
+        env_cid=cid_of_bytes(environment.encode()),
+    )
+
+
+def figures(loaded: LoadedModel, spec: EnvSpec, context: RoundContext, adversary: str | None,
+            batch: int = 64, micro: int = 64, threads: int = 0) -> dict[str, Any]:  # fmt: skip
+    """Every check's figure for one submission (all checks run, none stops the others)."""
+    all_threads = torch.get_num_threads()
+    trainer_spec = spec.model_copy(deep=True)
+    trainer_spec.training.micro_batch_size = micro
+    torch.set_num_threads(threads or all_threads)
+    try:
+        work = produce_work(loaded, trainer_spec, context, batch, adversary=adversary_of(adversary))
+    finally:
+        torch.set_num_threads(all_threads)
+    rollouts = work.rollouts
+    passes = run_prefill(rollouts, loaded)
+    toploc = check_toploc(rollouts, passes, spec)
+    sampling = check_sampling(rollouts, passes, spec)
+    update = check_update(rollouts, work.update, loaded, spec)
+    reward_check = check_rewards(rollouts, Claim(context, "", "", rollouts.work_units, b""), spec, loaded)
+    return {
+        "exp_mismatches": toploc.figures["max_exp_mismatches"],
+        "mantissa_err_mean": toploc.figures["max_mantissa_err_mean"],
+        "mantissa_err_median": toploc.figures["max_mantissa_err_median"],
+        "sampling_mismatches": sampling.figures["mismatches"],
+        "sampling_far_mismatches": sampling.figures["mismatches"] - sampling.figures["near_ties"],
+        "sampling_largest_margin": sampling.figures["largest_margin"],
+        "wrong_rewards": reward_check.figures["wrong"],
+        "update_error": update.figures["max_relative_error"],
+        "passes": {
+            "rewards": reward_check.passed,
+            "toploc": toploc.passed,
+            "sampling": sampling.passed,
+            "update": update.passed,
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seeds", type=int, default=34, help="Honest seeds per environment and variant.")
+    parser.add_argument("--adversary-seeds", type=int, default=20, help="Seeds per environment and adversary.")
+    parser.add_argument("--warmup-steps", type=int, default=300)
+    arguments = parser.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads", file=sys.stderr)  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for environment in ("arithmetic", "sorting"):
+        loaded = warm(environment, arguments.warmup_steps)
+        spec = calibration_spec(environment)
+        for name, batch, micro, threads in HONEST_VARIANTS:
+            for seed in range(arguments.seeds):
+                row = figures(loaded, spec, context_of(seed, environment), None, batch, micro, threads)
+                rows.append({"env": environment, "kind": "honest", "variant": name, "seed": seed, **row})
+            print(f"{environment} honest {name}: done at {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        for adversary in ADVERSARIES:
+            for seed in range(arguments.adversary_seeds):
+                row = figures(loaded, spec, context_of(1000 + seed, environment), adversary)
+                rows.append({"env": environment, "kind": adversary, "variant": "", "seed": seed, **row})
+            print(f"{environment} {adversary}: done at {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    json.dump({"spec_defaults": default_spec("arithmetic").model_dump(include={"toploc", "verification"}),
+               "rows": rows}, sys.stdout)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

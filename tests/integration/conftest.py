@@ -1,0 +1,96 @@
+"""Integration helpers: Crucible roles run as real child processes, their JSON events read line by line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CRUCIBLE = str(Path(sys.executable).parent / "crucible")
+
+
+class RoleProcess:
+    """`crucible <role> run ...` as a child process; a thread collects its JSON events."""
+
+    def __init__(self, home: Path, rpc_url: str, book: Path, role: str, *args: str, key: str | None = None) -> None:
+        command = [CRUCIBLE, "--rpc", rpc_url, "--deployment", str(book), role, "run", *args, "--json", "--poll", "0.3"]
+        env = {**os.environ, "CRUCIBLE_HOME": str(home)}
+        if key is not None:
+            env["CRUCIBLE_PRIVATE_KEY"] = key
+        self.command = " ".join(args)
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._lock:
+                self.events.append(json.loads(line))
+
+    def seen(self, name: str, **fields: Any) -> list[dict[str, Any]]:
+        """Events called `name` with these fields so far."""
+        with self._lock:
+            return [e for e in self.events if e["event"] == name and all(e.get(k) == v for k, v in fields.items())]
+
+    def failed(self) -> str | None:
+        """The process's stderr tail when it exited non-zero, else None."""
+        code = self.process.poll()
+        if code is None or code == 0:
+            return None
+        stderr = self.process.stderr.read() if self.process.stderr else ""
+        return f"`{self.command}` exited {code}: {stderr[-2000:]}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+
+class Roles:
+    """The role processes a test started; all killed when the test ends."""
+
+    def __init__(self, home: Path, rpc_url: str, book: Path) -> None:
+        self.home, self.rpc_url, self.book = home, rpc_url, book
+        self.started: list[RoleProcess] = []
+
+    def start(self, role: str, *args: str, key: str | None = None) -> RoleProcess:
+        """Starts `crucible <role> run ARGS --json` with CRUCIBLE_PRIVATE_KEY=key when given."""
+        process = RoleProcess(self.home, self.rpc_url, self.book, role, *args, key=key)
+        self.started.append(process)
+        return process
+
+    def wait_for(self, what: str, condition: Any, timeout_s: float = 300) -> None:
+        """Polls `condition()` until true; fails early, naming it, when a started process died."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            for process in self.started:
+                failure = process.failed()
+                if failure:
+                    raise AssertionError(f"waiting for {what}: {failure}")
+            time.sleep(0.5)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            process.stop()
+
+
+@pytest.fixture
+def roles(crucible_home: Path, chain: Any, tmp_path: Path) -> Any:
+    """Role processes on the test's chain and address book (the `deployment` fixture saves it)."""
+    started = Roles(crucible_home, chain.rpc_url, tmp_path / "deployment.json")
+    yield started
+    started.stop_all()

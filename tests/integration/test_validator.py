@@ -1,0 +1,243 @@
+"""Validators as real processes on a real Anvil, against real trainer processes.
+
+The detection matrix: every `--adversary` strategy of the trainer node, with sampling forced on, is
+rejected by the check meant for it, slashed, left out of the aggregate and unpaid, and the
+validators who caught it get the finder's share; a lazy validator is outvoted and slashed; the honest
+node is accepted and paid. Then disputes: an honest node wrongly rejected by a lying validator
+disputes and wins; a cheater's dispute loses its bond.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eth_account import Account
+from eth_utils import keccak
+
+from protocol.accounts import Signer
+from protocol.aggregation import publish_next_checkpoint
+from protocol.artifacts.manifest import load_state_dict
+from protocol.artifacts.store import LocalStore
+from protocol.chain import Chain
+from protocol.client import Crucible, Role
+from protocol.deployment import Deployment
+from protocol.envs.spec import default_spec
+from protocol.ids import submission_id
+from protocol.model import load_checkpoint
+from protocol.params import demo_task_params
+from validator.evidence import parse_evidence
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+TOKEN = 10**18
+LONG_S = 3600  # windows the test ends by warping the clock, never by waiting
+# The check that must reject each trainer adversary (low-precision: whichever of the two sees it first).
+EXPECTED_CHECK = {
+    "wrong-model": {"toploc"},
+    "low-precision": {"toploc", "sampling"},
+    "forged-tokens": {"sampling"},
+    "cherry-pick": {"sampling"},
+    "copied": {"format"},
+    "inflated-rewards": {"rewards"},
+    "replay": {"format"},
+    "garbage-update": {"update"},
+    "withheld": {"availability"},
+}
+
+
+@pytest.fixture(scope="module")
+def model_cid_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], str]:
+    """`crucible model init` once (a short warm-up), then `crucible model publish` into a test's store."""
+    folder = tmp_path_factory.mktemp("model") / "tiny"
+    crucible = str(Path(sys.executable).parent / "crucible")
+    home = tmp_path_factory.mktemp("home")
+    env = {**os.environ, "CRUCIBLE_HOME": str(home)}
+    made = subprocess.run([crucible, "model", "init", "--env", "arithmetic", "--out", str(folder), "--steps", "100"],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+    def publish(crucible_home: Path) -> str:
+        done = subprocess.run([crucible, "model", "publish", str(folder), "--json"], capture_output=True, text=True,
+                              env={**env, "CRUCIBLE_HOME": str(crucible_home)}, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return str(json.loads(done.stdout)["cid"])
+
+    return publish
+
+
+def funded_account(crucible: Crucible, funder: Signer, label: str) -> tuple[Signer, str]:
+    """A fresh account (key derived from `label`) with devnet ether and 5,000 tokens, and its key."""
+    key = "0x" + keccak(text=f"crucible-test-{label}").hex()
+    account = Account.from_key(key)
+    crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
+    crucible.transfer(funder, account.address, 5000 * TOKEN)
+    return Signer(account.address, label, account), key
+
+
+def fix_check_seed_where(
+    rpc_url: str, deployment: Deployment, keeper: Signer, task_id: int, wanted: Callable[[Crucible], bool]
+) -> Crucible:
+    """Fixes the current round's check seed at its submission deadline, re-rolling (evm_snapshot /
+    evm_revert, a later timestamp each time) until `wanted` holds: a test's control over the devnet's
+    randomness, as forge's `vm.prevrandao` would be. Every try uses a fresh connection (nonces)."""
+    for attempt in range(80):
+        crucible = Crucible(Chain(rpc_url), deployment)
+        provider = crucible.chain.w3.provider
+        task = crucible.task(task_id)
+        deadline = crucible.deadlines(task_id, task.current_round).submit
+        snapshot = provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
+        provider.make_request("evm_setNextBlockTimestamp", [deadline + attempt])  # type: ignore[arg-type]
+        # Sent with a fixed gas limit: estimating would run at the current time, before the deadline.
+        w3 = crucible.chain.w3
+        transaction = crucible.market.functions.fixCheckSeed(task_id).build_transaction(
+            {"from": keeper.address, "gas": 300_000, "nonce": w3.eth.get_transaction_count(keeper.address),
+             "chainId": crucible.chain.chain_id}
+        )  # fmt: skip
+        receipt = w3.eth.wait_for_transaction_receipt(w3.eth.send_raw_transaction(keeper.sign_transaction(transaction)))
+        assert receipt["status"] == 1
+        if wanted(crucible):
+            return crucible
+        provider.make_request("evm_revert", [snapshot])  # type: ignore[arg-type]
+    raise AssertionError("no check seed gave the wanted assignment in 80 tries")
+
+
+def warp(crucible: Crucible, timestamp: int) -> None:
+    from protocol import devnet
+
+    devnet.warp_to(crucible.chain, timestamp)
+
+
+def credits(crucible: Crucible, task_id: int, address: str, kind: int) -> int:
+    """Tokens credited to `address` in the task for one CreditKind (0 reward, 1 fee, 2 finder, 3 bond, 4 committee)."""
+    return sum(
+        int(e["amount"])
+        for e in crucible.events("TaskMarket", "Credited", taskId=task_id, account=address)
+        if int(e["kind"]) == kind
+    )
+
+
+def test_every_trainer_adversary_is_caught_slashed_and_left_out(
+    model_cid_factory: Callable[[Path], str],
+    crucible_home: Path,
+    crucible: Crucible,
+    deployment: Deployment,
+    dev: list[Signer],
+    roles: Any,
+) -> None:
+    store = LocalStore(crucible_home / "store")
+    spec = default_spec("arithmetic")
+    spec.training.prompts_per_round, spec.training.group_size = 4, 4
+    model_cid = model_cid_factory(crucible_home)
+    params = demo_task_params(rounds=2, submit_window_s=LONG_S, validate_window_s=LONG_S, challenge_window_s=LONG_S)
+    task_id = crucible.create_task(dev[0], params, model_cid, store.put(spec.canonical_bytes()))
+
+    trainers = {name: funded_account(crucible, dev[0], name) for name in ["honest", *EXPECTED_CHECK]}
+    for signer, _ in trainers.values():
+        crucible.stake(signer, 1200 * TOKEN, Role.TRAINER)
+    validators = {name: funded_account(crucible, dev[0], name) for name in ["v1", "v2", "v3", "lazy"]}
+    for signer, _ in validators.values():
+        crucible.stake(signer, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(signer, task_id)
+    address = {name: signer.address for name, (signer, _) in {**trainers, **validators}.items()}
+    name_of = {value: key for key, value in address.items()}
+
+    def node(name: str, rounds: int) -> Any:
+        adversary = [] if name == "honest" else ["--adversary", name]
+        return roles.start("node", "--task", str(task_id), "--account", "env", "--rounds", str(rounds), *adversary,
+                           key=trainers[name][1])  # fmt: skip
+
+    # The honest node first, so that `copied` copies honest work.
+    node("honest", 2)
+    roles.wait_for("the honest submission", lambda: len(crucible.submissions(task_id, 0)) == 1)
+    for name in EXPECTED_CHECK:
+        node(name, 2 if name == "replay" else 1)
+    roles.wait_for("ten submissions in round 0", lambda: len(crucible.submissions(task_id, 0)) == 10, 600)
+
+    cheats0 = [submission_id(task_id, 0, address[n]) for n in EXPECTED_CHECK if n != "replay"]
+
+    def lazy_checks_a_cheat(view: Crucible) -> bool:
+        return any(address["lazy"] in view.assigned_validators(s) for s in cheats0)
+
+    crucible = fix_check_seed_where(crucible.chain.rpc_url, deployment, dev[9], task_id, lazy_checks_a_cheat)
+    for name, (_, key) in validators.items():
+        adversary = ["--adversary", "lazy"] if name == "lazy" else []
+        roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "2", *adversary, key=key)
+
+    def attestations(round_index: int) -> int:
+        ids = [submission_id(task_id, round_index, e["trainer"]) for e in crucible.submissions(task_id, round_index)]
+        return sum(len(crucible.events("TaskMarket", "Attested", submissionId=s)) for s in ids)
+
+    def finish_round(round_index: int, submissions: int) -> None:
+        checks = submissions * params.validators_per_check
+        roles.wait_for(
+            f"{checks} attestations in round {round_index}", lambda: attestations(round_index) == checks, 600
+        )
+        deadlines = crucible.deadlines(task_id, round_index)
+        warp(crucible, deadlines.validate)
+        roles.wait_for(f"an agreed checkpoint for round {round_index}", lambda: crucible.events(
+            "TaskMarket", "CheckpointAgreed", taskId=task_id, round=round_index), 300)  # fmt: skip
+        warp(crucible, deadlines.challenge)
+        roles.wait_for(f"round {round_index} final", lambda: crucible.round(task_id, round_index).finalised, 120)
+
+    finish_round(0, 10)
+    roles.wait_for("round 1's two submissions", lambda: len(crucible.submissions(task_id, 1)) == 2, 600)
+    warp(crucible, crucible.deadlines(task_id, 1).submit)
+    finish_round(1, 2)
+    for process in roles.started:
+        roles.wait_for(f"`{process.command}` to finish", lambda p=process: p.process.poll() is not None, 300)
+        assert process.process.returncode == 0, process.failed()
+
+    # Every cheat: rejected by the honest validators with evidence naming the right check, slashed once,
+    # unpaid; the honest validators that found it got the finder's share.
+    cheats = {name: submission_id(task_id, 1 if name == "replay" else 0, address[name]) for name in EXPECTED_CHECK}
+    honest_validators = {address["v1"], address["v2"], address["v3"]}
+    for name, sid in cheats.items():
+        settled = crucible.events("TaskMarket", "Settled", submissionId=sid)
+        assert len(settled) == 1 and settled[0]["rejected"] and int(settled[0]["slashed"]) == params.slash_wei, name
+        assert int(settled[0]["reward"]) == 0, f"{name} was paid"
+        if name != "replay":  # (its round-0 submission was honest, and paid)
+            assert credits(crucible, task_id, address[name], 0) == 0, f"{name} was paid"
+        for attestation in crucible.events("TaskMarket", "Attested", submissionId=sid):
+            if attestation["validator"] in honest_validators:
+                evidence = parse_evidence(store.get(attestation["evidenceCid"]), attestation["evidenceCid"])
+                assert not attestation["valid"] and evidence["failed_check"] in EXPECTED_CHECK[name], (name, evidence)
+    for validator in honest_validators:
+        assert credits(crucible, task_id, validator, 2) > 0, f"{name_of[validator]} got no finder's share"
+    expected_stake = {name: 1200 * TOKEN - params.slash_wei for name in EXPECTED_CHECK}
+    expected_stake["honest"] = 1200 * TOKEN
+    for name, stake in expected_stake.items():
+        assert crucible.stake_account(address[name]).staked == stake, name
+
+    # The honest node: accepted in both rounds and paid.
+    for round_index in (0, 1):
+        sid = submission_id(task_id, round_index, address["honest"])
+        assert [e["rejected"] for e in crucible.events("TaskMarket", "Settled", submissionId=sid)] == [False]
+    assert credits(crucible, task_id, address["honest"], 0) > 0
+
+    # The lazy validator attested every cheat it checked valid: outvoted, penalised once each, slashed.
+    lazy_cheats = [s for s in cheats.values() if address["lazy"] in crucible.assigned_validators(s)]
+    penalties = crucible.events("TaskMarket", "ValidatorPenalised", validator=address["lazy"])
+    assert lazy_cheats and sorted(int(e["submissionId"]) for e in penalties) == sorted(lazy_cheats)
+    assert crucible.stake_account(address["lazy"]).staked == 200 * TOKEN - len(lazy_cheats) * params.validator_slash_wei
+
+    # The agreed next checkpoint is the outer step over exactly the included updates of round 0: the
+    # honest node's and the replay node's (honest in round 0).
+    agreed = crucible.events("TaskMarket", "CheckpointAgreed", taskId=task_id, round=0)[0]["checkpointCid"]
+    accepted = [
+        event
+        for event in crucible.submissions(task_id, 0)
+        if not crucible.submission(submission_id(task_id, 0, event["trainer"])).rejected
+    ]
+    assert sorted(name_of[event["trainer"]] for event in accepted) == ["honest", "replay"]
+    included = [
+        (submission_id(task_id, 0, event["trainer"]), load_state_dict(event["updateCid"], store)) for event in accepted
+    ]
+    expected = publish_next_checkpoint(load_checkpoint(model_cid, store), included, spec.training.outer_learning_rate,
+                                       LocalStore(crucible_home / "recomputed"))  # fmt: skip
+    assert agreed == expected

@@ -1,0 +1,168 @@
+"""The validator's checks without a chain: honest work passes every check, each adversary fails the
+check meant for it, and a check stops the chain of checks at the first failure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from node.adversary import adversary_of
+from node.work import RoundWork, produce_work
+from protocol.assignment import aggregator_indices, assigned_indices, committee_indices, draw, is_sampled
+from protocol.cid import cid_of_bytes
+from protocol.envs.spec import EnvSpec
+from protocol.errors import ArtifactError
+from protocol.ids import commitment
+from protocol.model import LoadedModel
+from protocol.work import RoundContext
+from validator.checks import Artifacts, Claim, Verdict, relative_errors, verify_submission
+from validator.evidence import evidence_bytes, evidence_document, parse_evidence
+
+CONTEXT = RoundContext(
+    chain_id=31337,
+    market="0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+    task_id=1,
+    round_index=1,
+    node="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    work_seed=b"\x42" * 32,
+    checkpoint_cid=cid_of_bytes(b"checkpoint"),
+    env_cid=cid_of_bytes(b"env"),
+)
+OTHER_NODE = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+
+
+def claim_of(work: RoundWork, context: RoundContext = CONTEXT) -> Claim:
+    """What the chain would record had `context.node` submitted this work in `context`'s round."""
+    digest = work.rollouts.proofs_digest()
+    bound = commitment(context.chain_id, context.market, context.task_id, context.round_index, context.node, digest)
+    return Claim(context, cid_of_bytes(work.rollouts.to_bytes()), "update-cid", work.rollouts.work_units, bound)
+
+
+def check(
+    work: RoundWork, tiny: LoadedModel, spec: EnvSpec, claim: Claim | None = None, context: RoundContext = CONTEXT
+) -> Verdict:
+    artifacts = Artifacts(lambda: work.rollouts.to_bytes(), lambda: work.update)
+    return verify_submission(claim or claim_of(work, context), spec, tiny, artifacts)
+
+
+def test_honest_work_passes_every_check_with_its_figures(tiny: LoadedModel, spec: EnvSpec) -> None:
+    verdict = check(produce_work(tiny, spec, CONTEXT), tiny, spec)
+    assert verdict.valid, [r.as_json() for r in verdict.results if not r.passed]
+    names = [r.check for r in verdict.results]
+    assert names == ["availability", "format", "prompts", "rewards", "toploc", "sampling", "update"]
+    by_name = {r.check: r for r in verdict.results}
+    assert by_name["toploc"].figures["chunks"] == spec.training.prompts_per_round * spec.training.group_size
+    assert by_name["sampling"].figures["mismatches"] == 0
+    assert by_name["update"].figures["max_relative_error"] <= spec.verification.update_tolerance
+
+
+def test_honest_work_passes_at_another_batch_size_and_thread_count(tiny: LoadedModel, spec: EnvSpec) -> None:
+    threads = torch.get_num_threads()
+    spec.training.micro_batch_size = 3
+    try:
+        torch.set_num_threads(1)
+        work = produce_work(tiny, spec, CONTEXT, batch_size=5)
+    finally:
+        torch.set_num_threads(threads)
+    spec.training.micro_batch_size = 64
+    verdict = check(work, tiny, spec)
+    assert verdict.valid, [r.as_json() for r in verdict.results if not r.passed]
+
+
+# Which check must catch each work-level cheat. Broken versions to check this test: make check_toploc
+# always pass → wrong-model passes; drop the margin test in check_sampling → forged-tokens passes.
+EXPECTED = {
+    "wrong-model": {"toploc"},
+    "low-precision": {"toploc", "sampling"},
+    "forged-tokens": {"sampling"},
+    "cherry-pick": {"sampling"},
+    "inflated-rewards": {"rewards"},
+    "garbage-update": {"update"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_work_adversary_fails_the_check_meant_for_it(tiny: LoadedModel, spec: EnvSpec, name: str) -> None:
+    context = dataclasses.replace(CONTEXT, round_index=0)  # garbage-update sends noise in even rounds
+    verdict = check(produce_work(tiny, spec, context, adversary=adversary_of(name)), tiny, spec, None, context)
+    assert not verdict.valid
+    assert verdict.failed_check in EXPECTED[name], verdict.results[-1].as_json()
+    assert verdict.results[-1].failures, "a failure names where it failed"
+    # Nothing after the failing check ran.
+    assert verdict.results[-1].check == verdict.failed_check
+
+
+def test_copied_replayed_and_withheld_submissions_fail_early(tiny: LoadedModel, spec: EnvSpec) -> None:
+    theirs = produce_work(tiny, spec, dataclasses.replace(CONTEXT, node=OTHER_NODE))
+    mine = produce_work(tiny, spec, CONTEXT)
+    # copied: another node's CIDs under my submission (and my own proofs digest in the commitment).
+    copied = dataclasses.replace(claim_of(theirs), context=CONTEXT, commitment=claim_of(mine).commitment)
+    verdict = check(theirs, tiny, spec, copied)
+    assert verdict.failed_check == "format"
+    assert {f["field"] for f in verdict.results[-1].failures} >= {"node", "commitment"}
+    # replay: last round's file resubmitted in this round.
+    earlier_context = dataclasses.replace(CONTEXT, round_index=0)
+    earlier = produce_work(tiny, spec, earlier_context)
+    replayed = dataclasses.replace(claim_of(earlier, earlier_context), context=CONTEXT)
+    verdict = check(earlier, tiny, spec, replayed)
+    assert verdict.failed_check == "format"
+    assert "round" in {f["field"] for f in verdict.results[-1].failures}
+
+    # withheld: no store serves the bytes.
+    def unavailable() -> bytes:
+        raise ArtifactError("no relay serves bafy...")
+
+    verdict = verify_submission(claim_of(mine), spec, tiny, Artifacts(unavailable, lambda: mine.update))
+    assert verdict.failed_check == "availability" and len(verdict.results) == 1
+
+
+def test_wrong_prompts_and_a_missing_update_tensor_are_named(tiny: LoadedModel, spec: EnvSpec) -> None:
+    work = produce_work(tiny, spec, CONTEXT)
+    swapped = work.rollouts.model_copy(deep=True)
+    swapped.samples[0], swapped.samples[4] = swapped.samples[4], swapped.samples[0]
+    verdict = check(RoundWork(swapped, work.update), tiny, spec)
+    assert verdict.failed_check == "prompts"
+    assert [f["sample"] for f in verdict.results[-1].failures] == [0, 4]
+    partial = dict(work.update)
+    dropped = sorted(partial)[0]
+    del partial[dropped]
+    verdict = check(RoundWork(work.rollouts, partial), tiny, spec)
+    assert verdict.failed_check == "update"
+    assert verdict.results[-1].failures[0]["tensor"] == dropped
+
+
+def test_relative_errors_are_zero_for_equal_and_one_for_zero_updates() -> None:
+    replayed = {"a": torch.ones(3), "b": torch.tensor([3.0, 4.0]), "z": torch.zeros(2)}
+    claimed = {"a": torch.ones(3), "b": torch.zeros(2), "z": torch.tensor([1e-3, 0.0])}
+    errors, wrong = relative_errors(claimed, replayed)
+    assert errors == pytest.approx({"a": 0.0, "b": 1.0, "z": 1.0}) and wrong == []
+    errors, wrong = relative_errors({"a": torch.ones(4), "c": torch.ones(1)}, replayed)
+    assert set(wrong) == {"a", "b", "c", "z"}
+
+
+def test_evidence_round_trips_and_records_the_failure(tiny: LoadedModel, spec: EnvSpec) -> None:
+    work = produce_work(tiny, spec, CONTEXT, adversary=adversary_of("inflated-rewards"))
+    claim = claim_of(work)
+    verdict = check(work, tiny, spec, claim)
+    document = evidence_document(7, OTHER_NODE, claim, verdict, "attest")
+    parsed = parse_evidence(evidence_bytes(document), "e")
+    assert parsed["valid"] is False and parsed["failed_check"] == "rewards"
+    assert parsed["checks"][-1]["failures"][0]["expected"] < parsed["checks"][-1]["failures"][0]["found"]
+    with pytest.raises(ArtifactError, match=r"not a crucible\.evidence"):
+        parse_evidence(b'{"schema": "other"}', "e")
+
+
+def test_draws_are_distinct_bounded_and_exclude_what_they_must() -> None:
+    seed = b"\x07" * 32
+    for n, count, excluded in [(5, 3, []), (100, 16, []), (10, 3, [1, 2, 3]), (200, 5, [0, 7])]:
+        chosen = draw(seed, n, count, excluded)
+        assert len(chosen) == len(set(chosen)) == count
+        assert all(0 <= i < n and i not in excluded for i in chosen)
+    assert len({tuple(assigned_indices(seed, sid, 9, 3)) for sid in range(20)}) > 1  # depends on the submission
+    assert len(aggregator_indices(seed, 2, 3)) == 2
+    sampled = sum(is_sampled(seed, sid, 250_000) for sid in range(2000))
+    assert 400 < sampled < 600
+    committee = committee_indices(seed, b"\x09" * 32, 1, 6, 3, 1_000_000)
+    assert not set(committee) & set(assigned_indices(seed, 1, 6, 3)) and len(committee) == 3

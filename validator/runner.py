@@ -1,0 +1,413 @@
+"""The validator's loop: join the task, then each round check the submissions the check seed assigns
+to it, store evidence and attest; propose the round's aggregate when drawn; vote on disputes when
+drawn; dispute an acceptance it found invalid; keep rounds moving; settle and claim its fees.
+
+Every duty is read from the chain on each pass, so a restarted validator resumes from the chain's
+state: it attests only when the chain shows no attestation of its own, and an assignment still
+within its window is picked up again. A journal keeps verdicts already computed (and their evidence
+CIDs) so that a restart does not redo the work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from node.reporter import Reporter
+from protocol.accounts import Signer
+from protocol.aggregation import publish_next_checkpoint
+from protocol.artifacts.manifest import load_manifest, load_state_dict
+from protocol.artifacts.store import Store
+from protocol.assignment import aggregator_indices, assigned_indices, is_sampled
+from protocol.client import Crucible, Role, SubmissionState
+from protocol.config import crucible_home
+from protocol.envs.spec import EnvSpec, parse_spec
+from protocol.errors import ArtifactError, ConfigError, ContractRevert, CrucibleError
+from protocol.model import LoadedModel, load_checkpoint
+from protocol.work import RoundContext
+from validator.checks import Artifacts, CheckResult, Claim, Verdict, verify_submission
+from validator.evidence import evidence_bytes, evidence_document
+
+DEVNET_CHAIN_ID = 31337
+# Red-team validators for devnets: they attest without checking.
+ADVERSARIES = {
+    "lazy": "attests every submission valid without checking it",
+    "liar": "attests every submission invalid without checking it",
+}
+# Reverts that mean someone else already did a permissionless step, or a window just closed.
+_ALREADY_DONE = {
+    "MarketOutsideWindow",
+    "MarketRoundFinalised",
+    "MarketOpenDisputes",
+    "MarketAlreadySettled",
+    "MarketDisputeNotOpen",
+    "MarketDisputeVotingOpen",
+    "MarketAlreadyProposed",
+    "MarketAlreadyVoted",
+    "MarketAlreadyDisputed",
+    "MarketNoCommittee",
+    "MarketWrongRound",
+}
+
+
+@dataclass
+class ValidatorOptions:
+    """How the validator runs."""
+
+    task_id: int
+    rounds: int | None = None
+    device: str = "cpu"
+    poll_s: float = 1.0
+    adversary: str | None = None
+    force_adversary: bool = False
+    dispute: bool = True
+
+
+@dataclass
+class ValidatorSummary:
+    """What a run did."""
+
+    attested: dict[str, bool] = field(default_factory=dict)
+    proposed: list[int] = field(default_factory=list)
+    disputed: list[str] = field(default_factory=list)
+    dispute_votes: dict[str, bool] = field(default_factory=dict)
+    claimed_wei: int = 0
+
+
+class VerdictJournal:
+    """Verdicts this validator computed (submission → valid, evidence CID, failed check), kept atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            try:
+                self.entries = dict(json.loads(path.read_text())["verdicts"])
+            except (ValueError, KeyError, TypeError) as error:
+                raise ConfigError(f"validator journal {path} is damaged ({error}); move it aside") from None
+
+    def get(self, submission: int) -> dict[str, Any] | None:
+        """The stored verdict of a submission."""
+        return self.entries.get(str(submission))
+
+    def record(self, submission: int, valid: bool, evidence_cid: str, failed_check: str | None) -> None:
+        """Stores a verdict (temporary file, fsync, rename)."""
+        self.entries[str(submission)] = {"valid": valid, "evidence_cid": evidence_cid, "failed_check": failed_check}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
+        with temporary.open("w") as handle:
+            json.dump({"verdicts": self.entries}, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
+
+
+class Validator:
+    """One validator identity working on one task."""
+
+    def __init__(
+        self, crucible: Crucible, signer: Signer, store: Store, options: ValidatorOptions, reporter: Reporter
+    ) -> None:
+        self.crucible = crucible
+        self.signer = signer
+        self.store = store
+        self.options = options
+        self.reporter = reporter
+        self.address = signer.address
+        chain_id = crucible.chain.chain_id
+        name = f"{chain_id}-{crucible.deployment.TaskMarket}-{options.task_id}-{self.address}.json"
+        self.journal = VerdictJournal(crucible_home() / "validator" / name)
+        self.summary = ValidatorSummary()
+        self._model: LoadedModel | None = None
+        self._proposals: dict[tuple[int, tuple[int, ...]], str] = {}
+        self._seen_rounds: set[int] = set()
+
+    # ------------------------------------------------------------ start
+
+    def check_ready(self) -> EnvSpec:
+        """Refuses to start when the validator cannot take part; joins the task when not yet joined."""
+        chain_id = self.crucible.chain.chain_id
+        if self.options.adversary is not None:
+            if self.options.adversary not in ADVERSARIES:
+                raise ConfigError(f"unknown validator adversary {self.options.adversary!r}: one of lazy, liar")
+            if chain_id != DEVNET_CHAIN_ID and not self.options.force_adversary:
+                raise ConfigError(
+                    f"refusing to run adversary {self.options.adversary} on chain {chain_id}: red-team mode is "
+                    f"for the devnet ({DEVNET_CHAIN_ID}); pass --force-adversary to override"
+                )
+        task_id = self.options.task_id
+        task = self.crucible.task(task_id)
+        if task.ended:
+            raise ConfigError(f"task {task_id} has ended")
+        account = self.crucible.stake_account(self.address)
+        if account.staked and account.role != Role.VALIDATOR:
+            raise ConfigError(f"{self.address} is staked as a {account.role.name.lower()}, not as a validator")
+        if self.address not in self.crucible.validators_of(task_id):
+            if account.free < task.min_validator_stake:
+                raise ConfigError(
+                    f"{self.address} has {account.free} free stake (wei); task {task_id} needs "
+                    f"{task.min_validator_stake}: run `crucible stake deposit --role validator` first"
+                )
+            self.crucible.join_task(self.signer, task_id)
+            self.reporter.event("joined", task=task_id)
+        _, env_cid = self.crucible.task_cids(task_id)
+        return parse_spec(self.store.get(env_cid), env_cid)
+
+    # ------------------------------------------------------------ loop
+
+    def run(self) -> ValidatorSummary:
+        """Does its duties until `rounds` rounds it saw are final, or the task ended."""
+        spec = self.check_ready()
+        task_id = self.options.task_id
+        self.reporter.event("started", task=task_id, validator=self.address, adversary=self.options.adversary)
+        while True:
+            task = self.crucible.task(task_id)
+            current = task.current_round
+            self._seen_rounds.add(current)
+            for round_index in sorted(self._seen_rounds):
+                self._duties(round_index, spec)
+            self._claim()
+            if task.ended or self._rounds_done():
+                break
+            time.sleep(self.options.poll_s)
+        self._claim()
+        self.reporter.event(
+            "finished",
+            attested=len(self.summary.attested),
+            proposed=self.summary.proposed,
+            disputed=self.summary.disputed,
+            claimed_wei=str(self.summary.claimed_wei),
+        )
+        return self.summary
+
+    def _rounds_done(self) -> bool:
+        if self.options.rounds is None:
+            return False
+        task_id = self.options.task_id
+        final = [r for r in self._seen_rounds if self.crucible.round(task_id, r).finalised]
+        return len(final) >= self.options.rounds and all(self._settled(r) for r in final)
+
+    def _duties(self, round_index: int, spec: EnvSpec) -> None:
+        task_id = self.options.task_id
+        state = self.crucible.round(task_id, round_index)
+        deadlines = self.crucible.deadlines(task_id, round_index)
+        now = self.crucible.chain.now()
+        try:
+            if state.finalised:
+                self._settle(round_index)
+                return
+            if deadlines.submit <= now < deadlines.validate:
+                if state.check_seed == bytes(32) and state.submission_count:
+                    self.crucible.fix_check_seed(self.signer, task_id)
+                    self.reporter.event("check_seed_fixed", round=round_index)
+                    state = self.crucible.round(task_id, round_index)
+                self._attest_assigned(round_index, state.check_seed, state.validator_count, spec)
+            elif now >= deadlines.validate:
+                self._dispute_duties(round_index, spec)
+                self._propose(round_index, spec)
+                if now >= deadlines.challenge and state.open_disputes == 0:
+                    self.crucible.finalise_round(self.signer, task_id)
+                    self.reporter.event("round_finalised", round=round_index)
+        except ContractRevert as error:
+            if error.name not in _ALREADY_DONE:
+                raise
+            self.reporter.event("raced", round=round_index, revert=error.name)
+
+    # ------------------------------------------------------------ attestations
+
+    def _my_index(self, validator_count: int) -> int | None:
+        members = self.crucible.validators_of(self.options.task_id)[:validator_count]
+        return members.index(self.address) if self.address in members else None
+
+    def _attest_assigned(self, round_index: int, check_seed: bytes, validator_count: int, spec: EnvSpec) -> None:
+        if check_seed == bytes(32):
+            return
+        mine = self._my_index(validator_count)
+        if mine is None:
+            return
+        task = self.crucible.task(self.options.task_id)
+        for event in self.crucible.submissions(self.options.task_id, round_index):
+            submission = self._submission_id(event)
+            if not is_sampled(check_seed, submission, task.sample_rate_ppm):
+                continue
+            if mine not in assigned_indices(check_seed, submission, validator_count, task.validators_per_check):
+                continue
+            if self._voted("Attested", submission):
+                continue
+            valid, evidence_cid = self._judge(submission, event, spec, "attest")
+            self.crucible.attest(self.signer, submission, valid, evidence_cid)
+            self.summary.attested[str(submission)] = valid
+            self.reporter.event("attested", round=round_index, submission=str(submission), valid=valid,
+                                evidence_cid=evidence_cid)  # fmt: skip
+
+    def _submission_id(self, event: dict[str, Any]) -> int:
+        from protocol.ids import submission_id
+
+        return submission_id(self.options.task_id, int(event["round"]), str(event["trainer"]))
+
+    def _voted(self, event_name: str, submission: int) -> bool:
+        return bool(self.crucible.events("TaskMarket", event_name, submissionId=submission, validator=self.address))
+
+    def _judge(self, submission: int, event: dict[str, Any], spec: EnvSpec, purpose: str) -> tuple[bool, str]:
+        """This validator's verdict on a submission and its evidence CID (computed once, then journaled)."""
+        known = self.journal.get(submission)
+        if known is not None:
+            return bool(known["valid"]), str(known["evidence_cid"])
+        claim = self._claim_of(event)
+        if self.options.adversary is not None:
+            valid = self.options.adversary == "lazy"
+            verdict = Verdict([CheckResult("none", valid, reason=f"{self.options.adversary} validator: not checked")])
+        else:
+            verdict = self._verify(claim, spec)
+        document = evidence_document(submission, self.address, claim, verdict, purpose)
+        evidence_cid = self.store.put(evidence_bytes(document))
+        self.journal.record(submission, verdict.valid, evidence_cid, verdict.failed_check)
+        self.reporter.event(
+            "checked",
+            submission=str(submission),
+            valid=verdict.valid,
+            failed_check=verdict.failed_check,
+            seconds={r.check: round(r.seconds, 3) for r in verdict.results},
+        )
+        return verdict.valid, evidence_cid
+
+    def _claim_of(self, event: dict[str, Any]) -> Claim:
+        task_id = self.options.task_id
+        round_index = int(event["round"])
+        _, env_cid = self.crucible.task_cids(task_id)
+        context = RoundContext(
+            chain_id=self.crucible.chain.chain_id,
+            market=self.crucible.deployment.TaskMarket,
+            task_id=task_id,
+            round_index=round_index,
+            node=str(event["trainer"]),
+            work_seed=self.crucible.round(task_id, round_index).work_seed,
+            checkpoint_cid=self.crucible.checkpoint_cid(task_id, round_index),
+            env_cid=env_cid,
+        )
+        return Claim(context, str(event["rolloutCid"]), str(event["updateCid"]), int(event["workUnits"]),
+                     bytes(event["commitment"]))  # fmt: skip
+
+    def _verify(self, claim: Claim, spec: EnvSpec) -> Verdict:
+        loaded = self._load(claim.context.checkpoint_cid)
+
+        def update() -> dict[str, Any]:
+            manifest = load_manifest(claim.update_cid, self.store)
+            if manifest.kind != "update" or manifest.parent != claim.context.checkpoint_cid:
+                raise ArtifactError(f"{claim.update_cid} is not an update of {claim.context.checkpoint_cid}")
+            return load_state_dict(claim.update_cid, self.store, device=self.options.device)
+
+        return verify_submission(claim, spec, loaded, Artifacts(lambda: self.store.get(claim.rollout_cid), update))
+
+    def _load(self, checkpoint_cid: str) -> LoadedModel:
+        if self._model is None or self._model.checkpoint_cid != checkpoint_cid:
+            self._model = load_checkpoint(checkpoint_cid, self.store, self.options.device)
+        return self._model
+
+    # ------------------------------------------------------------ disputes
+
+    def _dispute_duties(self, round_index: int, spec: EnvSpec) -> None:
+        task_id = self.options.task_id
+        submitted = {self._submission_id(e): e for e in self.crucible.submissions(task_id, round_index)}
+        for submission, event in submitted.items():
+            state = self.crucible.submission(submission)
+            if state.disputed:
+                self._committee_duty(submission, event, spec)
+            elif self._should_dispute(submission, state):
+                self.crucible.dispute(self.signer, submission)
+                self.summary.disputed.append(str(submission))
+                self.reporter.event("disputed", round=round_index, submission=str(submission))
+
+    def _should_dispute(self, submission: int, state: SubmissionState) -> bool:
+        """An acceptance this validator attested invalid (outvoted, or no majority) is disputed."""
+        if not self.options.dispute or self.options.adversary is not None or state.rejected:
+            return False
+        known = self.journal.get(submission)
+        if known is None or known["valid"]:
+            return False
+        task = self.crucible.task(self.options.task_id)
+        return self.crucible.balance_of(self.address) >= task.dispute_bond
+
+    def _committee_duty(self, submission: int, event: dict[str, Any], spec: EnvSpec) -> None:
+        dispute = self.crucible.dispute_state(submission)
+        if not dispute.open:
+            return
+        committee = self.crucible.dispute_committee(submission)
+        now = self.crucible.chain.now()
+        if self.address in committee and now < dispute.deadline and not self._voted("DisputeVoted", submission):
+            valid, evidence_cid = self._judge(submission, event, spec, "dispute")
+            self.crucible.vote_dispute(self.signer, submission, valid, evidence_cid)
+            self.summary.dispute_votes[str(submission)] = valid
+            self.reporter.event("dispute_voted", submission=str(submission), valid=valid, evidence_cid=evidence_cid)
+        voted = len(self.crucible.events("TaskMarket", "DisputeVoted", submissionId=submission))
+        if committee and (voted == len(committee) or now >= dispute.deadline):
+            self.crucible.resolve_dispute(self.signer, submission)
+            resolved = self.crucible.dispute_state(submission)
+            self.reporter.event("dispute_resolved", submission=str(submission), upheld=resolved.upheld)
+
+    # ------------------------------------------------------------ aggregation
+
+    def _propose(self, round_index: int, spec: EnvSpec) -> None:
+        task_id = self.options.task_id
+        state = self.crucible.round(task_id, round_index)
+        task = self.crucible.task(task_id)
+        if state.open_disputes or state.finalised or state.check_seed == bytes(32) or task.current_round != round_index:
+            return
+        mine = self._my_index(state.validator_count)
+        aggregators = aggregator_indices(state.check_seed, state.validator_count, task.validators_per_check)
+        if mine is None or mine not in aggregators or self.crucible.has_proposed(task_id, round_index, self.address):
+            return
+        included = []
+        for event in self.crucible.submissions(task_id, round_index):
+            submission = self._submission_id(event)
+            if not self.crucible.submission(submission).rejected:
+                included.append((submission, str(event["updateCid"])))
+        key = (round_index, tuple(sorted(s for s, _ in included)))
+        cid = self._proposals.get(key)
+        if cid is None:
+            cid = self._aggregate(round_index, included, spec)
+            self._proposals[key] = cid
+        self.crucible.propose_checkpoint(self.signer, task_id, round_index, cid)
+        self.summary.proposed.append(round_index)
+        self.reporter.event("proposed", round=round_index, checkpoint_cid=cid, updates=len(included))
+
+    def _aggregate(self, round_index: int, included: list[tuple[int, str]], spec: EnvSpec) -> str:
+        checkpoint_cid = self.crucible.checkpoint_cid(self.options.task_id, round_index)
+        loaded = self._load(checkpoint_cid)
+        updates = []
+        for submission, update_cid in included:
+            try:
+                updates.append((submission, load_state_dict(update_cid, self.store, device=self.options.device)))
+            except CrucibleError as error:
+                # An included update nobody serves cannot be aggregated: it is left out (and disputable).
+                self.reporter.event("update_unavailable", submission=str(submission), reason=str(error))
+        return publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, self.store)
+
+    # ------------------------------------------------------------ getting paid
+
+    def _settled(self, round_index: int) -> bool:
+        task_id = self.options.task_id
+        return all(
+            self.crucible.submission(self._submission_id(e)).settled
+            for e in self.crucible.submissions(task_id, round_index)
+        )
+
+    def _settle(self, round_index: int) -> None:
+        for event in self.crucible.submissions(self.options.task_id, round_index):
+            submission = self._submission_id(event)
+            if not self.crucible.submission(submission).settled:
+                try:
+                    self.crucible.settle(self.signer, submission)
+                except ContractRevert as error:
+                    if error.name not in _ALREADY_DONE:
+                        raise
+
+    def _claim(self) -> None:
+        credit = self.crucible.credit_of(self.address)
+        if credit:
+            self.summary.claimed_wei += self.crucible.claim(self.signer)
+            self.reporter.event("claimed", amount_wei=str(credit))
