@@ -25,7 +25,13 @@ from protocol.work import RoundContext
 
 DEVNET_CHAIN_ID = 31337
 # Reverts that mean someone else already did a keeper's step: nothing to do.
-_ALREADY_DONE = {"MarketOutsideWindow", "MarketRoundFinalised", "MarketOpenDisputes", "MarketAlreadySettled"}
+_ALREADY_DONE = {
+    "MarketOutsideWindow",
+    "MarketRoundFinalised",
+    "MarketOpenDisputes",
+    "MarketAlreadySettled",
+    "MarketTaskEnded",
+}
 
 
 @dataclass

@@ -51,6 +51,7 @@ _ALREADY_DONE = {
     "MarketAlreadyDisputed",
     "MarketNoCommittee",
     "MarketWrongRound",
+    "MarketTaskEnded",
 }
 
 

@@ -70,18 +70,26 @@ class Roles:
         self.started.append(process)
         return process
 
-    def wait_for(self, what: str, condition: Any, timeout_s: float = 300) -> None:
-        """Polls `condition()` until true; fails early, naming it, when a started process died."""
+    def wait_for(self, what: str, condition: Any, timeout_s: float = 300, tick: Any = None) -> None:
+        """Polls `condition()` until true (calling `tick()` between looks, when given); fails early,
+        naming it, when a started process died."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if condition():
                 return
+            if tick is not None:
+                tick()
             for process in self.started:
                 failure = process.failed()
                 if failure:
                     raise AssertionError(f"waiting for {what}: {failure}")
             time.sleep(0.5)
         raise AssertionError(f"timed out waiting for {what}")
+
+    def kill(self, process: RoleProcess) -> None:
+        """SIGKILLs a process on purpose (no longer watched for failure)."""
+        process.stop()
+        self.started.remove(process)
 
     def stop_all(self) -> None:
         for process in self.started:

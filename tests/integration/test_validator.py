@@ -241,3 +241,93 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
     expected = publish_next_checkpoint(load_checkpoint(model_cid, store), included, spec.training.outer_learning_rate,
                                        LocalStore(crucible_home / "recomputed"))  # fmt: skip
     assert agreed == expected
+
+
+def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bond(
+    model_cid_factory: Callable[[Path], str],
+    crucible_home: Path,
+    crucible: Crucible,
+    deployment: Deployment,
+    dev: list[Signer],
+    roles: Any,
+) -> None:
+    store = LocalStore(crucible_home / "store")
+    spec = default_spec("arithmetic")
+    spec.training.prompts_per_round, spec.training.group_size = 2, 4
+    params = demo_task_params(
+        rounds=1, validators_per_check=1, submit_window_s=LONG_S, validate_window_s=LONG_S, challenge_window_s=LONG_S
+    )
+    task_id = crucible.create_task(dev[0], params, model_cid_factory(crucible_home), store.put(spec.canonical_bytes()))
+    honest, honest_key = funded_account(crucible, dev[0], "dispute-honest")
+    cheat, cheat_key = funded_account(crucible, dev[0], "dispute-cheat")
+    for signer in (honest, cheat):
+        crucible.stake(signer, 1200 * TOKEN, Role.TRAINER)
+    validators = {name: funded_account(crucible, dev[0], f"dispute-{name}") for name in ("liar", "v1", "v2")}
+    for signer, _ in validators.values():
+        crucible.stake(signer, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(signer, task_id)
+    liar = validators["liar"][0].address
+
+    roles.start("node", "--task", str(task_id), "--account", "env", "--rounds", "1", key=honest_key)
+    roles.start("node", "--task", str(task_id), "--account", "env", "--rounds", "1", "--adversary",
+                "inflated-rewards", "--dispute", key=cheat_key)  # fmt: skip
+    roles.wait_for("two submissions", lambda: len(crucible.submissions(task_id, 0)) == 2, 600)
+    honest_id, cheat_id = (submission_id(task_id, 0, s.address) for s in (honest, cheat))
+    crucible = fix_check_seed_where(
+        crucible.chain.rpc_url,
+        deployment,
+        dev[9],
+        task_id,
+        lambda view: view.assigned_validators(honest_id) == [liar] and view.assigned_validators(cheat_id) != [liar],
+    )
+    (checker,) = crucible.assigned_validators(cheat_id)
+    processes = {}
+    for name, (signer, key) in validators.items():
+        adversary = ["--adversary", "liar"] if name == "liar" else []
+        processes[signer.address] = roles.start(
+            "validator", "--task", str(task_id), "--account", "env", "--rounds", "1", *adversary, key=key
+        )
+
+    # Crash safety: the cheat's checker is killed right after its check (its verdict journaled,
+    # perhaps sent) and restarted; it attests exactly once.
+    roles.wait_for("the cheat's check", lambda: processes[checker].seen("checked", submission=str(cheat_id)), 300)
+    roles.kill(processes[checker])
+    key = next(k for s, k in validators.values() if s.address == checker)
+    roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1", key=key)
+    roles.wait_for("both attestations", lambda: all(
+        crucible.events("TaskMarket", "Attested", submissionId=s) for s in (honest_id, cheat_id)), 300)  # fmt: skip
+    assert crucible.submission(honest_id).rejected and crucible.submission(cheat_id).rejected
+
+    deadlines = crucible.deadlines(task_id, 0)
+    warp(crucible, deadlines.validate)
+
+    def mine() -> None:  # a devnet mines only on traffic; a dispute's committee needs the next block
+        crucible.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+
+    roles.wait_for("both disputes resolved", lambda: len(crucible.events("TaskMarket", "DisputeResolved")) == 2,
+                   300, tick=mine)  # fmt: skip
+    roles.wait_for("an agreed checkpoint", lambda: crucible.events("TaskMarket", "CheckpointAgreed", taskId=task_id),
+                   300, tick=mine)  # fmt: skip
+    warp(crucible, max(deadlines.challenge, crucible.chain.now()))
+    for process in roles.started:
+        roles.wait_for(f"`{process.command}` to finish", lambda p=process: p.process.poll() is not None, 300, mine)
+        assert process.process.returncode == 0, process.failed()
+
+    assert len(crucible.events("TaskMarket", "Attested", submissionId=cheat_id, validator=checker)) == 1
+    resolved = {int(e["submissionId"]): e for e in crucible.events("TaskMarket", "DisputeResolved")}
+    # The wrongly rejected honest node won: accepted, paid, its bond back and its stake whole.
+    assert resolved[honest_id]["upheld"] and not resolved[honest_id]["rejected"]
+    assert [e["rejected"] for e in crucible.events("TaskMarket", "Settled", submissionId=honest_id)] == [False]
+    assert credits(crucible, task_id, honest.address, 0) > 0
+    assert credits(crucible, task_id, honest.address, 3) == params.dispute_bond_wei
+    assert crucible.stake_account(honest.address).staked == 1200 * TOKEN
+    # The lying validator: penalised for its vote, slashed.
+    penalties = crucible.events("TaskMarket", "ValidatorPenalised", validator=liar)
+    assert [int(e["submissionId"]) for e in penalties] == [honest_id]
+    assert crucible.stake_account(liar).staked == 200 * TOKEN - params.validator_slash_wei
+    # The cheat's frivolous dispute: lost, its bond paid to the committee, its stake slashed.
+    assert not resolved[cheat_id]["upheld"] and resolved[cheat_id]["rejected"]
+    assert credits(crucible, task_id, cheat.address, 3) == 0
+    committee_shares = sum(credits(crucible, task_id, s.address, 4) for s, _ in validators.values())
+    assert committee_shares >= params.dispute_bond_wei
+    assert crucible.stake_account(cheat.address).staked == 1200 * TOKEN - params.slash_wei
