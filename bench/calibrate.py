@@ -19,7 +19,7 @@ import torch
 from eth_utils import keccak
 
 from node.adversary import adversary_of
-from node.work import produce_work
+from node.work import RoundWork, produce_work
 from protocol.cid import cid_of_bytes
 from protocol.envs.spec import EnvSpec, default_spec
 from protocol.model import LoadedModel, create_model
@@ -67,9 +67,18 @@ def context_of(seed: int, environment: str) -> RoundContext:
     )
 
 
-def figures(loaded: LoadedModel, spec: EnvSpec, context: RoundContext, adversary: str | None,
-            batch: int = 64, micro: int = 64, threads: int = 0) -> dict[str, Any]:  # fmt: skip
-    """Every check's figure for one submission (all checks run, none stops the others)."""
+def figures(
+    loaded: LoadedModel,
+    spec: EnvSpec,
+    context: RoundContext,
+    adversary: str | None,
+    batch: int = 64,
+    micro: int = 64,
+    threads: int = 0,
+    honest: RoundWork | None = None,
+) -> dict[str, Any]:
+    """Every check's figure for one submission (all checks run, none stops the others); with the
+    honest work of the same slot, whether the cheat changed anything at all."""
     all_threads = torch.get_num_threads()
     trainer_spec = spec.model_copy(deep=True)
     trainer_spec.training.micro_batch_size = micro
@@ -84,7 +93,13 @@ def figures(loaded: LoadedModel, spec: EnvSpec, context: RoundContext, adversary
     sampling = check_sampling(rollouts, passes, spec)
     update = check_update(rollouts, work.update, loaded, spec)
     reward_check = check_rewards(rollouts, Claim(context, "", "", rollouts.work_units, b""), spec, loaded)
+    changed = None
+    if honest is not None:
+        changed = honest.rollouts != rollouts or any(
+            not torch.equal(honest.update[name], work.update[name]) for name in honest.update
+        )
     return {
+        "changed": changed,
         "exp_mismatches": toploc.figures["max_exp_mismatches"],
         "mantissa_err_mean": toploc.figures["max_mantissa_err_mean"],
         "mantissa_err_median": toploc.figures["max_mantissa_err_median"],
@@ -120,9 +135,12 @@ def main() -> None:
                 row = figures(loaded, spec, context_of(seed, environment), None, batch, micro, threads)
                 rows.append({"env": environment, "kind": "honest", "variant": name, "seed": seed, **row})
             print(f"{environment} honest {name}: done at {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        honest_work = [produce_work(loaded, spec, context_of(1000 + seed, environment))
+                       for seed in range(arguments.adversary_seeds)]  # fmt: skip
         for adversary in ADVERSARIES:
             for seed in range(arguments.adversary_seeds):
-                row = figures(loaded, spec, context_of(1000 + seed, environment), adversary)
+                context = context_of(1000 + seed, environment)
+                row = figures(loaded, spec, context, adversary, honest=honest_work[seed])
                 rows.append({"env": environment, "kind": adversary, "variant": "", "seed": seed, **row})
             print(f"{environment} {adversary}: done at {time.perf_counter() - started:.0f} s", file=sys.stderr)
     json.dump({"spec_defaults": default_spec("arithmetic").model_dump(include={"toploc", "verification"}),

@@ -93,20 +93,35 @@ class SamplingReplay:
 
 def replay(logits: torch.Tensor, seed: bytes, tokens: list[int], settings: SamplingSettings) -> SamplingReplay:
     """Replays one completion's sampling from its logits [n, V] (row t scored token t)."""
+    return replay_many([logits], [seed], [tokens], settings)[0]
+
+
+def replay_many(
+    logits: list[torch.Tensor], seeds: list[bytes], tokens: list[list[int]], settings: SamplingSettings
+) -> list[SamplingReplay]:
+    """Replays many completions at once (one pass over all their rows): each logits [n_i, V] with its
+    seed and its n_i claimed tokens."""
     import torch
 
-    count = len(tokens)
-    if logits.shape[0] != count:
-        raise ValueError(f"{logits.shape[0]} rows of logits for {count} tokens")
-    positions = torch.arange(count, dtype=torch.int64)
-    perturbed = filtered_scores(logits, settings) + gumbel_noise(
-        [seed] * count, positions, logits.shape[-1], logits.device
+    for rows, claimed in zip(logits, tokens, strict=True):
+        if rows.shape[0] != len(claimed):
+            raise ValueError(f"{rows.shape[0]} rows of logits for {len(claimed)} tokens")
+    if not logits:
+        return []
+    stacked = torch.cat(logits)  # [sum n_i, V]
+    row_seeds = [seed for seed, claimed in zip(seeds, tokens, strict=True) for _ in claimed]
+    positions = torch.cat([torch.arange(len(claimed), dtype=torch.int64) for claimed in tokens])
+    perturbed = filtered_scores(stacked, settings) + gumbel_noise(
+        row_seeds, positions, stacked.shape[-1], stacked.device
     )
     winners = perturbed.argmax(dim=-1)
-    claimed = torch.tensor(tokens, dtype=torch.int64, device=logits.device)
-    result = SamplingReplay(tokens=count)
-    for position in torch.nonzero(winners != claimed).flatten().tolist():
-        margin = float(perturbed[position, winners[position]] - perturbed[position, claimed[position]])
-        result.mismatches.append(position)
+    claimed_all = torch.tensor([t for claimed in tokens for t in claimed], dtype=torch.int64, device=stacked.device)
+    results = [SamplingReplay(tokens=len(claimed)) for claimed in tokens]
+    owner = [index for index, claimed in enumerate(tokens) for _ in claimed]
+    offsets = torch.cumsum(torch.tensor([0] + [len(c) for c in tokens]), 0).tolist()
+    for row in torch.nonzero(winners != claimed_all).flatten().tolist():
+        margin = float(perturbed[row, winners[row]] - perturbed[row, claimed_all[row]])
+        result = results[owner[row]]
+        result.mismatches.append(row - offsets[owner[row]])
         result.margins.append(margin)
-    return result
+    return results

@@ -23,7 +23,7 @@ from protocol.inference import Prefill, prefill
 from protocol.model import LoadedModel
 from protocol.proofs import chunk_count, verify_proofs
 from protocol.rollouts import RolloutFile, parse_rollouts
-from protocol.sampling import replay
+from protocol.sampling import replay_many
 from protocol.tokenizer import completion_text, prompt_ids
 from protocol.training import grpo_update
 from protocol.work import RoundContext, assigned_slots, training_sequences
@@ -181,7 +181,7 @@ def _mean(values: list[float]) -> float:
 # ---------------------------------------------------------------------------- model checks
 
 
-def run_prefill(rollouts: RolloutFile, loaded: LoadedModel, micro_batch: int = 64) -> list[Prefill]:
+def run_prefill(rollouts: RolloutFile, loaded: LoadedModel, micro_batch: int = 16) -> list[Prefill]:
     """One prefill pass of the round's checkpoint over every sample (activations and logits)."""
     pairs = [(sample.prompt_ids, sample.completion_ids) for sample in rollouts.samples]
     return prefill(loaded.model, pairs, loaded.tokenizer.pad_id, micro_batch)
@@ -235,8 +235,13 @@ def check_sampling(rollouts: RolloutFile, passes: list[Prefill], spec: EnvSpec) 
     settings = spec.verification
     failures: list[dict[str, Any]] = []
     near_ties, tokens, widest = 0, 0, 0.0
-    for index, (sample, recomputed) in enumerate(zip(rollouts.samples, passes, strict=True)):
-        result = replay(recomputed.logits, bytes.fromhex(sample.seed[2:]), sample.completion_ids, spec.sampling)
+    replays = replay_many(
+        [recomputed.logits for recomputed in passes],
+        [bytes.fromhex(sample.seed[2:]) for sample in rollouts.samples],
+        [sample.completion_ids for sample in rollouts.samples],
+        spec.sampling,
+    )
+    for index, result in enumerate(replays):
         tokens += result.tokens
         for position, margin in zip(result.mismatches, result.margins, strict=True):
             widest = max(widest, margin)

@@ -166,3 +166,18 @@ def test_draws_are_distinct_bounded_and_exclude_what_they_must() -> None:
     assert 400 < sampled < 600
     committee = committee_indices(seed, b"\x09" * 32, 1, 6, 3, 1_000_000)
     assert not set(committee) & set(assigned_indices(seed, 1, 6, 3)) and len(committee) == 3
+
+
+def test_replaying_many_completions_at_once_equals_one_by_one(spec: EnvSpec) -> None:
+    from protocol.sampling import replay, replay_many
+
+    generator = torch.Generator().manual_seed(3)
+    logits = [torch.randn(n, 47, generator=generator) for n in (3, 1, 5)]
+    seeds = [bytes([i]) * 32 for i in range(3)]
+    tokens = [[1, 2, 3], [4], [5, 6, 7, 8, 9]]
+    together = replay_many(logits, seeds, tokens, spec.sampling)
+    alone = [
+        replay(rows, seed, claimed, spec.sampling) for rows, seed, claimed in zip(logits, seeds, tokens, strict=True)
+    ]
+    assert [(r.mismatches, r.margins) for r in together] == [(r.mismatches, r.margins) for r in alone]
+    assert any(r.mismatches for r in together)  # random tokens disagree with their seeds somewhere

@@ -1,0 +1,140 @@
+"""Validator figures, side by side in one run: the TOPLOC + sampling check of a rollout batch against
+generating it (same model, machine and run) at batch sizes 1, 8 and 32; a whole submission's check
+against the trainer's work for it, and what that makes per round at a spot-check rate; the time
+each check kind takes on honest and on cheating work.
+
+Run: .venv/bin/python -m bench.validator [--new-tokens 128] [--sizes tiny,small]   (docs/benchmarks.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from typing import Any
+
+import torch
+
+from node.adversary import adversary_of
+from node.work import produce_work
+from protocol.cid import cid_of_bytes
+from protocol.envs.spec import default_spec
+from protocol.generation import generate
+from protocol.ids import commitment
+from protocol.inference import prefill
+from protocol.model import LoadedModel, create_model, parameter_count
+from protocol.proofs import build_proofs, verify_proofs
+from protocol.sampling import replay_many
+from protocol.seeds import label_seed
+from protocol.tokenizer import CharTokenizer, prompt_ids
+from protocol.training import supervised_warmup
+from protocol.work import RoundContext
+from validator.checks import Artifacts, Claim, verify_submission
+
+CONTEXT = RoundContext(
+    chain_id=31337,
+    market="0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+    task_id=1,
+    round_index=0,
+    node="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+    work_seed=label_seed("bench-validator"),
+    checkpoint_cid=cid_of_bytes(b"checkpoint"),
+    env_cid=cid_of_bytes(b"env"),
+)
+
+
+def model_of(size: str, warmup_steps: int) -> LoadedModel:
+    tokenizer = CharTokenizer()
+    model = create_model(size, tokenizer, seed=0)
+    if warmup_steps:
+        supervised_warmup(model, tokenizer, default_spec("arithmetic").env(), warmup_steps, seed=0)
+    return LoadedModel(model.eval(), tokenizer, None)
+
+
+def check_against_generation(loaded: LoadedModel, batch: int, new_tokens: int) -> dict[str, Any]:
+    """Generating `batch` completions of `new_tokens` (no end token) against checking them: one
+    prefill pass, TOPLOC verification and the sampling replay."""
+    spec = default_spec("arithmetic")
+    spec.sampling.max_new_tokens = new_tokens
+    problems = spec.env().problems(label_seed("bench-check"), batch)
+    prompts = [prompt_ids(loaded.tokenizer, p.prompt) for p in problems]
+    seeds = [label_seed("bench-check", str(i)) for i in range(batch)]
+    generate(loaded.model, prompts[:1], seeds[:1], spec.sampling, -1, 0)  # warm up kernels
+    started = time.perf_counter()
+    outputs = generate(loaded.model, prompts, seeds, spec.sampling, -1, 0, batch_size=batch)
+    generate_s = time.perf_counter() - started
+    proofs = [build_proofs(out.activations, spec.toploc) for out in outputs]
+    started = time.perf_counter()
+    pairs = [(p, o.completion_ids) for p, o in zip(prompts, outputs, strict=True)]
+    passes = prefill(loaded.model, pairs, 0, min(batch, 16))  # 16 rows a pass: the validator's micro-batch
+    prefill_s = time.perf_counter() - started
+    started = time.perf_counter()
+    chunks = [verify_proofs(r.activations, p, spec.toploc) for r, p in zip(passes, proofs, strict=True)]
+    toploc_s = time.perf_counter() - started
+    started = time.perf_counter()
+    replays = replay_many([r.logits for r in passes], seeds, [o.completion_ids for o in outputs], spec.sampling)
+    sampling_s = time.perf_counter() - started
+    assert all(f.passes(spec.toploc) for c in chunks for f in c) and not any(r.mismatches for r in replays)
+    check_s = prefill_s + toploc_s + sampling_s
+    return {
+        "batch": batch,
+        "tokens": sum(len(o.completion_ids) for o in outputs),
+        "generate_s": round(generate_s, 3),
+        "check_s": round(check_s, 3),
+        "prefill_s": round(prefill_s, 3),
+        "toploc_s": round(toploc_s, 3),
+        "sampling_s": round(sampling_s, 3),
+        "speedup": round(generate_s / check_s, 1),
+    }
+
+
+def submission_figures(loaded: LoadedModel, adversary: str | None) -> dict[str, Any]:
+    """The trainer's work for one submission of the default arithmetic task, and a full check of it."""
+    spec = default_spec("arithmetic")
+    started = time.perf_counter()
+    work = produce_work(loaded, spec, CONTEXT, adversary=adversary_of(adversary))
+    trainer_s = time.perf_counter() - started
+    digest = work.rollouts.proofs_digest()
+    bound = commitment(CONTEXT.chain_id, CONTEXT.market, CONTEXT.task_id, CONTEXT.round_index, CONTEXT.node, digest)
+    claim = Claim(CONTEXT, cid_of_bytes(work.rollouts.to_bytes()), "update", work.rollouts.work_units, bound)
+    started = time.perf_counter()
+    verdict = verify_submission(claim, spec, loaded, Artifacts(work.rollouts.to_bytes, lambda: work.update))
+    check_s = time.perf_counter() - started
+    return {
+        "adversary": adversary,
+        "valid": verdict.valid,
+        "failed_check": verdict.failed_check,
+        "trainer_s": round(trainer_s, 3),
+        "generate_s": round(work.generate_s, 3),
+        "prove_s": round(work.prove_s, 3),
+        "train_s": round(work.train_s, 3),
+        "check_s": round(check_s, 3),
+        "per_check_s": {r.check: round(r.seconds, 4) for r in verdict.results},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--sizes", default="tiny,small")
+    parser.add_argument("--warmup-steps", type=int, default=400)
+    arguments = parser.parse_args()
+    print(json.dumps({"machine": platform.machine(), "cores": os.cpu_count(), "torch": torch.__version__,
+                      "threads": torch.get_num_threads()}))  # fmt: skip
+    for size in arguments.sizes.split(","):
+        loaded = model_of(size, 0)
+        print(json.dumps({"size": size, "parameters": parameter_count(loaded.model)}))
+        for batch in (1, 8, 32, 64):
+            print(
+                json.dumps({"size": size, **check_against_generation(loaded, batch, arguments.new_tokens)}), flush=True
+            )
+    loaded = model_of("tiny", arguments.warmup_steps)
+    submission_figures(loaded, None)  # warm up
+    for adversary in (None, "inflated-rewards", "wrong-model", "forged-tokens", "garbage-update"):
+        print(json.dumps({"submission": submission_figures(loaded, adversary)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
