@@ -117,12 +117,60 @@ def figures(
     }
 
 
+FIGURES = [
+    "exp_mismatches",
+    "mantissa_err_mean",
+    "mantissa_err_median",
+    "sampling_mismatches",
+    "sampling_far_mismatches",
+    "sampling_largest_margin",
+    "wrong_rewards",
+    "update_error",
+]
+
+
+def _number(value: Any) -> float:
+    return float("inf") if isinstance(value, str) else float(value)
+
+
+def report(rows: list[dict[str, Any]]) -> str:
+    """Markdown tables of a calibration run: figures (min / max) per group, then detection rates."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        kind = f"honest, {row['variant']}" if row["kind"] == "honest" else row["kind"]
+        groups.setdefault((row["env"], kind), []).append(row)
+    lines = []
+    for (environment, kind), group in sorted(groups.items(), key=lambda item: (item[0][0], "honest" not in item[0][1])):
+        cells = []
+        for name in FIGURES:
+            values = [_number(r[name]) for r in group]
+            cells.append(f"{min(values):.3g} / {max(values):.3g}")
+        lines.append(f"| {environment} | {kind} | {len(group)} | " + " | ".join(cells) + " |")
+    rates = ["| work | submissions | rejected | changed anything | rejected of those changed | first check failing |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for kind in sorted({r["kind"] for r in rows}, key=lambda k: (k != "honest", k)):
+        group = [r for r in rows if r["kind"] == kind]
+        rejected = [r for r in group if not all(r["passes"].values())]
+        changed = [r for r in group if r.get("changed") is not False]
+        caught = [r for r in changed if not all(r["passes"].values())]
+        first = sorted({next(c for c in ("rewards", "toploc", "sampling", "update") if not r["passes"][c])
+                        for r in rejected})  # fmt: skip
+        rates.append(f"| {kind} | {len(group)} | {len(rejected)} | {len(changed) if kind != 'honest' else '—'} | "
+                     f"{len(caught) if kind != 'honest' else '—'} | {', '.join(first) or '—'} |")  # fmt: skip
+    return "\n".join(lines) + "\n\n" + "\n".join(rates)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--report", help="Print the markdown tables of an earlier run's JSON instead.")
     parser.add_argument("--seeds", type=int, default=34, help="Honest seeds per environment and variant.")
     parser.add_argument("--adversary-seeds", type=int, default=20, help="Seeds per environment and adversary.")
     parser.add_argument("--warmup-steps", type=int, default=300)
     arguments = parser.parse_args()
+    if arguments.report:
+        with open(arguments.report) as handle:
+            print(report(json.load(handle)["rows"]))
+        return
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads", file=sys.stderr)  # fmt: skip
     rows: list[dict[str, Any]] = []
