@@ -231,19 +231,25 @@ class Validator:
         if mine is None:
             return
         task = self.crucible.task(self.options.task_id)
+        duties = []
         for event in self.crucible.submissions(self.options.task_id, round_index):
             submission = self._submission_id(event)
             if not is_sampled(check_seed, submission, task.sample_rate_ppm):
                 continue
             if mine not in assigned_indices(check_seed, submission, validator_count, task.validators_per_check):
                 continue
-            if self._voted("Attested", submission):
-                continue
-            valid, evidence_cid = self._judge(submission, event, spec, "attest")
-            self.crucible.attest(self.signer, submission, valid, evidence_cid)
-            self.summary.attested[str(submission)] = valid
-            self.reporter.event("attested", round=round_index, submission=str(submission), valid=valid,
-                                evidence_cid=evidence_cid)  # fmt: skip
+            if not self._voted("Attested", submission):
+                duties.append((submission, event))
+        if not duties:
+            return
+        with self.reporter.progress(f"checking round {round_index}", len(duties)) as advance:
+            for submission, event in duties:
+                valid, evidence_cid = self._judge(submission, event, spec, "attest")
+                self.crucible.attest(self.signer, submission, valid, evidence_cid)
+                self.summary.attested[str(submission)] = valid
+                self.reporter.event("attested", round=round_index, submission=str(submission), valid=valid,
+                                    evidence_cid=evidence_cid)  # fmt: skip
+                advance(1)
 
     def _submission_id(self, event: dict[str, Any]) -> int:
         from protocol.ids import submission_id

@@ -175,6 +175,8 @@ def test_red_team_mode_refuses_a_chain_other_than_the_devnet(
         deploy(chain, dev[0], token_holders=(dev[0].address,), unbonding_period_s=120).save(book)
         args = ["--rpc", rpc, "--deployment", str(book), "node", "run", "--task", "1", "--account", "dev1"]
         assert_one_line_error(cli(crucible_home, *args, "--adversary", "forged-tokens"), "refusing to run adversary")
+        validator = ["--rpc", rpc, "--deployment", str(book), "validator", "run", "--task", "1", "--account", "dev1"]
+        assert_one_line_error(cli(crucible_home, *validator, "--adversary", "lazy"), "refusing to run adversary")
     finally:
         anvil.terminate()
         anvil.wait()

@@ -194,7 +194,10 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
         assert process.process.returncode == 0, process.failed()
 
     # Every cheat: rejected by the honest validators with evidence naming the right check, slashed once,
-    # unpaid; the honest validators that found it got the finder's share.
+    # unpaid; the honest validators that found it got the finder's share. (Safety property 4.) Broken
+    # versions to check this test: return early from check_update with passed=True → garbage-update is
+    # settled as included and the first assertion fails; drop the node comparison from check_format →
+    # copied passes format and fails later (prompts), so its expected check does not match.
     cheats = {name: submission_id(task_id, 1 if name == "replay" else 0, address[name]) for name in EXPECTED_CHECK}
     honest_validators = {address["v1"], address["v2"], address["v3"]}
     for name, sid in cheats.items():
@@ -214,7 +217,9 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
     for name, stake in expected_stake.items():
         assert crucible.stake_account(address[name]).staked == stake, name
 
-    # The honest node: accepted in both rounds and paid.
+    # The honest node: accepted in both rounds and paid (property 3). Broken version: make
+    # ChunkFigures.passes require `exp_mismatches < 0` → every honest chunk fails, the honest node is
+    # rejected and slashed, and these assertions fail.
     for round_index in (0, 1):
         sid = submission_id(task_id, round_index, address["honest"])
         assert [e["rejected"] for e in crucible.events("TaskMarket", "Settled", submissionId=sid)] == [False]
@@ -313,7 +318,13 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
         roles.wait_for(f"`{process.command}` to finish", lambda p=process: p.process.poll() is not None, 300, mine)
         assert process.process.returncode == 0, process.failed()
 
+    # Broken version: drop the `_voted` look-up in Validator._attest_assigned and the journal → the
+    # restarted checker re-checks and sends a second attest, which the contract refuses
+    # (MarketAlreadyVoted, tolerated as a race) — the count below still holds because the contract
+    # is the last guard; removing `if (sub.votedMask & bit != 0)` from TaskMarket.attest makes it 2.
     assert len(crucible.events("TaskMarket", "Attested", submissionId=cheat_id, validator=checker)) == 1
+    # Broken version for the dispute: NodeOptions.disputes_rejections returning False → no dispute, the
+    # honest submission stays rejected and `resolved[honest_id]` raises KeyError.
     resolved = {int(e["submissionId"]): e for e in crucible.events("TaskMarket", "DisputeResolved")}
     # The wrongly rejected honest node won: accepted, paid, its bond back and its stake whole.
     assert resolved[honest_id]["upheld"] and not resolved[honest_id]["rejected"]
@@ -331,3 +342,34 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     committee_shares = sum(credits(crucible, task_id, s.address, 4) for s, _ in validators.values())
     assert committee_shares >= params.dispute_bond_wei
     assert crucible.stake_account(cheat.address).staked == 1200 * TOKEN - params.slash_wei
+
+
+def test_validator_run_refuses_bad_input_in_one_line_with_nothing_sent(
+    crucible_home: Path, crucible: Crucible, dev: list[Signer], tmp_path: Path
+) -> None:
+    store = LocalStore(crucible_home / "store")
+    env_cid = store.put(default_spec("arithmetic").canonical_bytes())
+    task_id = crucible.create_task(dev[0], demo_task_params(), env_cid, env_cid)
+    crucible.stake(dev[2], 600 * TOKEN, Role.TRAINER)
+    crucible.stake(dev[4], 200 * TOKEN, Role.VALIDATOR)
+    crucible_bin = str(Path(sys.executable).parent / "crucible")
+    base = [crucible_bin, "--rpc", crucible.chain.rpc_url, "--deployment", str(tmp_path / "deployment.json")]
+    base += ["validator", "run"]
+    env = {**os.environ, "CRUCIBLE_HOME": str(crucible_home)}
+    nonces = {s.address: crucible.chain.w3.eth.get_transaction_count(s.address) for s in dev}
+    cases = [
+        (["--task", str(task_id), "--account", "dev2"], "not as a validator"),
+        (["--task", str(task_id), "--account", "dev3"], "free stake"),
+        (["--task", "99", "--account", "dev4"], "unknown task 99"),
+        (["--task", str(task_id), "--account", "dev4", "--adversary", "sneaky"], "unknown validator adversary"),
+        (["--task", str(task_id), "--account", "dev4", "--device", "tpu"], "unknown device"),
+        (["--task", str(task_id), "--account", "dev4", "--rounds", "0"], "--rounds"),
+        (["--task", str(task_id), "--account", "nobody"], "nobody"),
+    ]
+    for args, fragment in cases:
+        done = subprocess.run([*base, *args], capture_output=True, text=True, env=env, timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and done.stdout == "", (args, done.stdout, done.stderr)
+        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], (args, done.stderr)
+    assert nonces == {s.address: crucible.chain.w3.eth.get_transaction_count(s.address) for s in dev}
+    assert crucible.validators_of(task_id) == []
