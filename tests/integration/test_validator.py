@@ -234,6 +234,8 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
     # The agreed next checkpoint is the outer step over exactly the included updates of round 0: the
     # honest node's and the replay node's (honest in round 0).
     agreed = crucible.events("TaskMarket", "CheckpointAgreed", taskId=task_id, round=0)[0]["checkpointCid"]
+    proposals = crucible.events("TaskMarket", "CheckpointProposed", taskId=task_id, round=0)
+    assert len(proposals) >= 2 and {e["checkpointCid"] for e in proposals} == {agreed}  # every aggregator agrees
     accepted = [
         event
         for event in crucible.submissions(task_id, 0)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.cid import cid_of_bytes
 from protocol.envs.spec import EnvSpec, default_spec
 from protocol.model import LoadedModel, create_model
 from protocol.tokenizer import CharTokenizer
 from protocol.training import supervised_warmup
+from protocol.work import RoundContext
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +29,18 @@ def spec() -> EnvSpec:
     result.training.group_size = 4
     result.sampling.max_new_tokens = 12
     return result
+
+
+@pytest.fixture
+def context() -> RoundContext:
+    """Round 0 of task 1 on the devnet's chain id, for one node, with made-up seed and CIDs."""
+    return RoundContext(
+        chain_id=31337,
+        market="0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
+        task_id=1,
+        round_index=0,
+        node="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+        work_seed=b"\x42" * 32,
+        checkpoint_cid=cid_of_bytes(b"checkpoint"),
+        env_cid=cid_of_bytes(b"env"),
+    )

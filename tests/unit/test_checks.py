@@ -20,20 +20,10 @@ from protocol.work import RoundContext
 from validator.checks import Artifacts, Claim, Verdict, relative_errors, verify_submission
 from validator.evidence import evidence_bytes, evidence_document, parse_evidence
 
-CONTEXT = RoundContext(
-    chain_id=31337,
-    market="0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
-    task_id=1,
-    round_index=1,
-    node="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
-    work_seed=b"\x42" * 32,
-    checkpoint_cid=cid_of_bytes(b"checkpoint"),
-    env_cid=cid_of_bytes(b"env"),
-)
 OTHER_NODE = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
 
 
-def claim_of(work: RoundWork, context: RoundContext = CONTEXT) -> Claim:
+def claim_of(work: RoundWork, context: RoundContext) -> Claim:
     """What the chain would record had `context.node` submitted this work in `context`'s round."""
     digest = work.rollouts.proofs_digest()
     bound = commitment(context.chain_id, context.market, context.task_id, context.round_index, context.node, digest)
@@ -41,14 +31,16 @@ def claim_of(work: RoundWork, context: RoundContext = CONTEXT) -> Claim:
 
 
 def check(
-    work: RoundWork, tiny: LoadedModel, spec: EnvSpec, claim: Claim | None = None, context: RoundContext = CONTEXT
+    work: RoundWork, tiny: LoadedModel, spec: EnvSpec, context: RoundContext, claim: Claim | None = None
 ) -> Verdict:
     artifacts = Artifacts(lambda: work.rollouts.to_bytes(), lambda: work.update)
     return verify_submission(claim or claim_of(work, context), spec, tiny, artifacts)
 
 
-def test_honest_work_passes_every_check_with_its_figures(tiny: LoadedModel, spec: EnvSpec) -> None:
-    verdict = check(produce_work(tiny, spec, CONTEXT), tiny, spec)
+def test_honest_work_passes_every_check_with_its_figures(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
+    verdict = check(produce_work(tiny, spec, context), tiny, spec, context)
     assert verdict.valid, [r.as_json() for r in verdict.results if not r.passed]
     names = [r.check for r in verdict.results]
     assert names == ["availability", "format", "prompts", "rewards", "toploc", "sampling", "update"]
@@ -58,16 +50,18 @@ def test_honest_work_passes_every_check_with_its_figures(tiny: LoadedModel, spec
     assert by_name["update"].figures["max_relative_error"] <= spec.verification.update_tolerance
 
 
-def test_honest_work_passes_at_another_batch_size_and_thread_count(tiny: LoadedModel, spec: EnvSpec) -> None:
+def test_honest_work_passes_at_another_batch_size_and_thread_count(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
     threads = torch.get_num_threads()
     spec.training.micro_batch_size = 3
     try:
         torch.set_num_threads(1)
-        work = produce_work(tiny, spec, CONTEXT, batch_size=5)
+        work = produce_work(tiny, spec, context, batch_size=5)
     finally:
         torch.set_num_threads(threads)
     spec.training.micro_batch_size = 64
-    verdict = check(work, tiny, spec)
+    verdict = check(work, tiny, spec, context)
     assert verdict.valid, [r.as_json() for r in verdict.results if not r.passed]
 
 
@@ -84,9 +78,11 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_each_work_adversary_fails_the_check_meant_for_it(tiny: LoadedModel, spec: EnvSpec, name: str) -> None:
-    context = dataclasses.replace(CONTEXT, round_index=0)  # garbage-update sends noise in even rounds
-    verdict = check(produce_work(tiny, spec, context, adversary=adversary_of(name)), tiny, spec, None, context)
+def test_each_work_adversary_fails_the_check_meant_for_it(
+    tiny: LoadedModel, spec: EnvSpec, name: str, context: RoundContext
+) -> None:
+    # Round 0: garbage-update sends noise in even rounds.
+    verdict = check(produce_work(tiny, spec, context, adversary=adversary_of(name)), tiny, spec, context)
     assert not verdict.valid
     assert verdict.failed_check in EXPECTED[name], verdict.results[-1].as_json()
     assert verdict.results[-1].failures, "a failure names where it failed"
@@ -94,19 +90,21 @@ def test_each_work_adversary_fails_the_check_meant_for_it(tiny: LoadedModel, spe
     assert verdict.results[-1].check == verdict.failed_check
 
 
-def test_copied_replayed_and_withheld_submissions_fail_early(tiny: LoadedModel, spec: EnvSpec) -> None:
-    theirs = produce_work(tiny, spec, dataclasses.replace(CONTEXT, node=OTHER_NODE))
-    mine = produce_work(tiny, spec, CONTEXT)
+def test_copied_replayed_and_withheld_submissions_fail_early(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
+    current = dataclasses.replace(context, round_index=1)
+    theirs = produce_work(tiny, spec, dataclasses.replace(current, node=OTHER_NODE))
+    mine = produce_work(tiny, spec, current)
     # copied: another node's CIDs under my submission (and my own proofs digest in the commitment).
-    copied = dataclasses.replace(claim_of(theirs), context=CONTEXT, commitment=claim_of(mine).commitment)
-    verdict = check(theirs, tiny, spec, copied)
+    copied = dataclasses.replace(claim_of(theirs, current), commitment=claim_of(mine, current).commitment)
+    verdict = check(theirs, tiny, spec, current, copied)
     assert verdict.failed_check == "format"
     assert {f["field"] for f in verdict.results[-1].failures} >= {"node", "commitment"}
     # replay: last round's file resubmitted in this round.
-    earlier_context = dataclasses.replace(CONTEXT, round_index=0)
-    earlier = produce_work(tiny, spec, earlier_context)
-    replayed = dataclasses.replace(claim_of(earlier, earlier_context), context=CONTEXT)
-    verdict = check(earlier, tiny, spec, replayed)
+    earlier = produce_work(tiny, spec, context)
+    replayed = dataclasses.replace(claim_of(earlier, context), context=current)
+    verdict = check(earlier, tiny, spec, current, replayed)
     assert verdict.failed_check == "format"
     assert "round" in {f["field"] for f in verdict.results[-1].failures}
 
@@ -114,21 +112,23 @@ def test_copied_replayed_and_withheld_submissions_fail_early(tiny: LoadedModel, 
     def unavailable() -> bytes:
         raise ArtifactError("no relay serves bafy...")
 
-    verdict = verify_submission(claim_of(mine), spec, tiny, Artifacts(unavailable, lambda: mine.update))
+    verdict = verify_submission(claim_of(mine, current), spec, tiny, Artifacts(unavailable, lambda: mine.update))
     assert verdict.failed_check == "availability" and len(verdict.results) == 1
 
 
-def test_wrong_prompts_and_a_missing_update_tensor_are_named(tiny: LoadedModel, spec: EnvSpec) -> None:
-    work = produce_work(tiny, spec, CONTEXT)
+def test_wrong_prompts_and_a_missing_update_tensor_are_named(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
+    work = produce_work(tiny, spec, context)
     swapped = work.rollouts.model_copy(deep=True)
     swapped.samples[0], swapped.samples[4] = swapped.samples[4], swapped.samples[0]
-    verdict = check(RoundWork(swapped, work.update), tiny, spec)
+    verdict = check(RoundWork(swapped, work.update), tiny, spec, context)
     assert verdict.failed_check == "prompts"
     assert [f["sample"] for f in verdict.results[-1].failures] == [0, 4]
     partial = dict(work.update)
     dropped = sorted(partial)[0]
     del partial[dropped]
-    verdict = check(RoundWork(work.rollouts, partial), tiny, spec)
+    verdict = check(RoundWork(work.rollouts, partial), tiny, spec, context)
     assert verdict.failed_check == "update"
     assert verdict.results[-1].failures[0]["tensor"] == dropped
 
@@ -142,10 +142,10 @@ def test_relative_errors_are_zero_for_equal_and_one_for_zero_updates() -> None:
     assert set(wrong) == {"a", "b", "c", "z"}
 
 
-def test_evidence_round_trips_and_records_the_failure(tiny: LoadedModel, spec: EnvSpec) -> None:
-    work = produce_work(tiny, spec, CONTEXT, adversary=adversary_of("inflated-rewards"))
-    claim = claim_of(work)
-    verdict = check(work, tiny, spec, claim)
+def test_evidence_round_trips_and_records_the_failure(tiny: LoadedModel, spec: EnvSpec, context: RoundContext) -> None:
+    work = produce_work(tiny, spec, context, adversary=adversary_of("inflated-rewards"))
+    claim = claim_of(work, context)
+    verdict = check(work, tiny, spec, context, claim)
     document = evidence_document(7, OTHER_NODE, claim, verdict, "attest")
     parsed = parse_evidence(evidence_bytes(document), "e")
     assert parsed["valid"] is False and parsed["failed_check"] == "rewards"

@@ -10,7 +10,6 @@ import torch
 
 from node.adversary import ADVERSARIES, Prepared, adversary_of
 from node.work import produce_work
-from protocol.cid import cid_of_bytes
 from protocol.envs.spec import EnvSpec
 from protocol.errors import ArtifactError, ConfigError
 from protocol.inference import prefill
@@ -20,24 +19,13 @@ from protocol.rollouts import MAX_ROLLOUT_BYTES, RolloutFile, parse_rollouts
 from protocol.sampling import replay
 from protocol.work import RoundContext, assigned_slots
 
-CONTEXT = RoundContext(
-    chain_id=31337,
-    market="0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0",
-    task_id=1,
-    round_index=0,
-    node="0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
-    work_seed=b"\x42" * 32,
-    checkpoint_cid=cid_of_bytes(b"checkpoint"),
-    env_cid=cid_of_bytes(b"env"),
-)
+
+def _honest(tiny: LoadedModel, spec: EnvSpec, context: RoundContext) -> RolloutFile:
+    return produce_work(tiny, spec, context).rollouts
 
 
-def _honest(tiny: LoadedModel, spec: EnvSpec) -> RolloutFile:
-    return produce_work(tiny, spec, CONTEXT).rollouts
-
-
-def test_rollout_file_round_trips_and_binds_its_proofs(tiny: LoadedModel, spec: EnvSpec) -> None:
-    work = produce_work(tiny, spec, CONTEXT)
+def test_rollout_file_round_trips_and_binds_its_proofs(tiny: LoadedModel, spec: EnvSpec, context: RoundContext) -> None:
+    work = produce_work(tiny, spec, context)
     data = work.rollouts.to_bytes()
     parsed = parse_rollouts(data, "r")
     assert parsed == work.rollouts and parsed.to_bytes() == data
@@ -49,13 +37,13 @@ def test_rollout_file_round_trips_and_binds_its_proofs(tiny: LoadedModel, spec: 
     )
     assert changed.proofs_digest() != parsed.proofs_digest()
     # Same inputs, same work (the update up to float order; here the same process, so equal).
-    again = produce_work(tiny, spec, CONTEXT)
+    again = produce_work(tiny, spec, context)
     assert again.rollouts == work.rollouts
     assert all(torch.equal(again.update[name], work.update[name]) for name in work.update)
 
 
-def test_bad_rollout_files_are_refused_with_the_reason(tiny: LoadedModel, spec: EnvSpec) -> None:
-    document = json.loads(_honest(tiny, spec).to_bytes())
+def test_bad_rollout_files_are_refused_with_the_reason(tiny: LoadedModel, spec: EnvSpec, context: RoundContext) -> None:
+    document = json.loads(_honest(tiny, spec, context).to_bytes())
 
     def variant(**changes: object) -> bytes:
         return json.dumps(document | changes).encode()
@@ -81,8 +69,8 @@ def test_bad_rollout_files_are_refused_with_the_reason(tiny: LoadedModel, spec: 
         assert fragment in str(caught.value), (fragment, str(caught.value))
 
 
-def test_assigned_slots_follow_the_spec(spec: EnvSpec) -> None:
-    slots = assigned_slots(spec, CONTEXT)
+def test_assigned_slots_follow_the_spec(spec: EnvSpec, context: RoundContext) -> None:
+    slots = assigned_slots(spec, context)
     assert [(s.prompt_index, s.sample_index) for s in slots][:5] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
     assert len({s.seed for s in slots}) == len(slots)
 
@@ -100,16 +88,18 @@ def _replay_mismatches(tiny: LoadedModel, spec: EnvSpec, rollouts: RolloutFile) 
     return mismatches, proofs_pass
 
 
-def test_honest_work_passes_the_checks_the_adversaries_target(tiny: LoadedModel, spec: EnvSpec) -> None:
-    assert _replay_mismatches(tiny, spec, _honest(tiny, spec)) == (0, True)
+def test_honest_work_passes_the_checks_the_adversaries_target(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
+    assert _replay_mismatches(tiny, spec, _honest(tiny, spec, context)) == (0, True)
 
 
 @pytest.mark.parametrize("name", ["wrong-model", "forged-tokens", "cherry-pick", "inflated-rewards", "garbage-update"])
-def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name: str) -> None:
-    honest = produce_work(tiny, spec, CONTEXT)
-    cheat = produce_work(tiny, spec, CONTEXT, adversary=adversary_of(name))
+def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name: str, context: RoundContext) -> None:
+    honest = produce_work(tiny, spec, context)
+    cheat = produce_work(tiny, spec, context, adversary=adversary_of(name))
     environment = spec.env()
-    slots = assigned_slots(spec, CONTEXT)
+    slots = assigned_slots(spec, context)
     mismatches, proofs_pass = _replay_mismatches(tiny, spec, cheat.rollouts)
     if name == "wrong-model":
         assert not proofs_pass
@@ -135,7 +125,7 @@ def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name
     if name == "garbage-update":
         assert cheat.rollouts == honest.rollouts
         assert all(float(value.abs().sum()) > 0 for value in cheat.update.values())  # noise in round 0
-        zero = produce_work(tiny, spec, dataclasses.replace(CONTEXT, round_index=1), adversary=adversary_of(name))
+        zero = produce_work(tiny, spec, dataclasses.replace(context, round_index=1), adversary=adversary_of(name))
         assert all(float(value.abs().sum()) == 0 for value in zero.update.values())
 
 
