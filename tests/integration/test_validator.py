@@ -84,14 +84,18 @@ def fix_check_seed_where(
     rpc_url: str, deployment: Deployment, keeper: Signer, task_id: int, wanted: Callable[[Crucible], bool]
 ) -> Crucible:
     """Fixes the current round's check seed at its submission deadline, re-rolling (evm_snapshot /
-    evm_revert, a later timestamp each time) until `wanted` holds: a test's control over the devnet's
+    evm_revert, another parent block each time) until `wanted` holds: a test's control over the devnet's
     randomness, as forge's `vm.prevrandao` would be. Every try uses a fresh connection (nonces)."""
-    for attempt in range(80):
+    for attempt in range(40):
         crucible = Crucible(Chain(rpc_url), deployment)
         provider = crucible.chain.w3.provider
         task = crucible.task(task_id)
         deadline = crucible.deadlines(task_id, task.current_round).submit
         snapshot = provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
+        # The seed hashes the previous block's hash (and prevrandao, which Anvil may repeat): stacking
+        # `attempt` empty blocks first gives each try another parent.
+        for _ in range(attempt):
+            provider.make_request("evm_mine", [])  # type: ignore[arg-type]
         provider.make_request("evm_setNextBlockTimestamp", [deadline + attempt])  # type: ignore[arg-type]
         # Sent with a fixed gas limit: estimating would run at the current time, before the deadline.
         w3 = crucible.chain.w3
@@ -104,7 +108,7 @@ def fix_check_seed_where(
         if wanted(crucible):
             return crucible
         provider.make_request("evm_revert", [snapshot])  # type: ignore[arg-type]
-    raise AssertionError("no check seed gave the wanted assignment in 80 tries")
+    raise AssertionError("no check seed gave the wanted assignment in 40 tries")
 
 
 def warp(crucible: Crucible, timestamp: int) -> None:
