@@ -62,7 +62,7 @@ def init(
     tokenizer = CharTokenizer(DEFAULT_ALPHABET + extra)
     model: Any = create_model(size, tokenizer, seed).to(checked_device(device))
     started = time.perf_counter()
-    from node.reporter import Reporter
+    from protocol.reporter import Reporter
 
     with Reporter("model", json_output, stderr).progress("warming up", steps) as advance:
         loss = supervised_warmup(model, tokenizer, environment, steps, seed, on_step=lambda step, value: advance(1))

@@ -30,10 +30,10 @@ def run(
 ) -> None:
     """Train on a task: fetch each round's checkpoint, generate with proofs, train, submit, claim."""
     from node.adversary import adversary_of
-    from node.reporter import Reporter
     from node.runner import NodeOptions, TrainerNode
     from protocol.artifacts.backends import open_store
     from protocol.model import checked_device
+    from protocol.reporter import Reporter
 
     if rounds is not None and rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, got {rounds}")

@@ -26,9 +26,9 @@ def run(
     json_output: bool = typer.Option(False, "--json", help="Print events as JSON lines on stdout."),
 ) -> None:
     """Validate a task: check assigned submissions, attest with evidence, aggregate, vote on disputes, claim."""
-    from node.reporter import Reporter
     from protocol.artifacts.backends import open_store
     from protocol.model import checked_device
+    from protocol.reporter import Reporter
     from validator.runner import Validator, ValidatorOptions
 
     if rounds is not None and rounds < 1:

@@ -5,12 +5,12 @@ submitted is submitted, whatever the journal says."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 from protocol.errors import ConfigError
+from protocol.files import write_json_atomic
 
 Status = Literal["prepared", "submitted", "skipped", "settled"]
 
@@ -45,15 +45,9 @@ class Journal:
         return self.rounds.get(round_index)
 
     def record(self, round_index: int, record: RoundRecord) -> None:
-        """Stores a round's record (write to a temporary file, sync, rename)."""
+        """Stores a round's record (atomically)."""
         self.rounds[round_index] = record
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
-        with temporary.open("w") as handle:
-            json.dump({"rounds": {str(k): asdict(v) for k, v in sorted(self.rounds.items())}}, handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
+        write_json_atomic(self.path, {"rounds": {str(k): asdict(v) for k, v in sorted(self.rounds.items())}})
 
     def with_status(self, *statuses: Status) -> list[int]:
         """Rounds whose record has one of these statuses, in order."""

@@ -11,16 +11,16 @@ from typing import Any
 
 from node.adversary import Adversary, Prepared
 from node.journal import Journal, RoundRecord, Status
-from node.reporter import Reporter
 from node.work import Progress, RoundWork, produce_work
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore, Store
 from protocol.client import Crucible, Role
-from protocol.config import crucible_home
 from protocol.envs.spec import EnvSpec, parse_spec
 from protocol.errors import ConfigError, ContractRevert
 from protocol.ids import submission_id
 from protocol.model import LoadedModel, load_checkpoint
+from protocol.participant import Participant
+from protocol.reporter import Reporter
 from protocol.work import RoundContext
 
 DEVNET_CHAIN_ID = 31337
@@ -63,21 +63,15 @@ class NodeSummary:
     claimed_wei: int = 0
 
 
-class TrainerNode:
+class TrainerNode(Participant):
     """One trainer identity working on one task."""
 
     def __init__(
         self, crucible: Crucible, signer: Signer, store: Store, options: NodeOptions, reporter: Reporter
     ) -> None:
-        self.crucible = crucible
-        self.signer = signer
-        self.store = store
+        super().__init__(crucible, signer, store, reporter, options.task_id)
         self.options = options
-        self.reporter = reporter
-        self.address = signer.address
-        chain_id = crucible.chain.chain_id
-        market = crucible.deployment.TaskMarket
-        self.journal = Journal(crucible_home() / "node" / f"{chain_id}-{market}-{options.task_id}-{self.address}.json")
+        self.journal = Journal(self.state_file("node"))
         self._model: LoadedModel | None = None
         self._last_work_s: float | None = None
         self.summary = NodeSummary()
@@ -355,10 +349,7 @@ class TrainerNode:
             record.status = "settled"
             self.journal.record(round_index, record)
             self.reporter.event("settled", round=round_index, rejected=self.crucible.submission(submission).rejected)
-        credit = self.crucible.credit_of(self.address)
-        if credit:
-            self.summary.claimed_wei += self.crucible.claim(self.signer)
-            self.reporter.event("claimed", amount_wei=str(credit))
+        self.summary.claimed_wei += self.claim_credits()
 
 
 def _record(status: Status, prepared: Prepared, reason: str = "") -> RoundRecord:

@@ -11,23 +11,23 @@ CIDs) so that a restart does not redo the work.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.reporter import Reporter
 from protocol.accounts import Signer
 from protocol.aggregation import publish_next_checkpoint
 from protocol.artifacts.manifest import load_manifest, load_state_dict
 from protocol.artifacts.store import Store
 from protocol.assignment import aggregator_indices, assigned_indices, is_sampled
 from protocol.client import Crucible, Role, SubmissionState
-from protocol.config import crucible_home
 from protocol.envs.spec import EnvSpec, parse_spec
 from protocol.errors import ArtifactError, ConfigError, ContractRevert, CrucibleError
+from protocol.files import write_json_atomic
 from protocol.model import LoadedModel, load_checkpoint
+from protocol.participant import Participant
+from protocol.reporter import Reporter
 from protocol.work import RoundContext
 from validator.checks import Artifacts, CheckResult, Claim, Verdict, verify_submission
 from validator.evidence import evidence_bytes, evidence_document
@@ -96,32 +96,20 @@ class VerdictJournal:
         return self.entries.get(str(submission))
 
     def record(self, submission: int, valid: bool, evidence_cid: str, failed_check: str | None) -> None:
-        """Stores a verdict (temporary file, fsync, rename)."""
+        """Stores a verdict (atomically)."""
         self.entries[str(submission)] = {"valid": valid, "evidence_cid": evidence_cid, "failed_check": failed_check}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
-        with temporary.open("w") as handle:
-            json.dump({"verdicts": self.entries}, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
+        write_json_atomic(self.path, {"verdicts": self.entries})
 
 
-class Validator:
+class Validator(Participant):
     """One validator identity working on one task."""
 
     def __init__(
         self, crucible: Crucible, signer: Signer, store: Store, options: ValidatorOptions, reporter: Reporter
     ) -> None:
-        self.crucible = crucible
-        self.signer = signer
-        self.store = store
+        super().__init__(crucible, signer, store, reporter, options.task_id)
         self.options = options
-        self.reporter = reporter
-        self.address = signer.address
-        chain_id = crucible.chain.chain_id
-        name = f"{chain_id}-{crucible.deployment.TaskMarket}-{options.task_id}-{self.address}.json"
-        self.journal = VerdictJournal(crucible_home() / "validator" / name)
+        self.journal = VerdictJournal(self.state_file("validator"))
         self.summary = ValidatorSummary()
         self._model: LoadedModel | None = None
         self._proposals: dict[tuple[int, tuple[int, ...]], str] = {}
@@ -414,7 +402,4 @@ class Validator:
                         raise
 
     def _claim(self) -> None:
-        credit = self.crucible.credit_of(self.address)
-        if credit:
-            self.summary.claimed_wei += self.crucible.claim(self.signer)
-            self.reporter.event("claimed", amount_wei=str(credit))
+        self.summary.claimed_wei += self.claim_credits()

@@ -1,0 +1,19 @@
+"""Small state files written so that a crash never leaves half of one."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomic(path: Path, document: Any) -> None:
+    """Writes `document` as JSON to `path`: a temporary file beside it, fsync, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    with temporary.open("w") as handle:
+        json.dump(document, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
