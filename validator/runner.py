@@ -114,6 +114,7 @@ class Validator(Participant):
         self._model: LoadedModel | None = None
         self._proposals: dict[tuple[int, tuple[int, ...]], str] = {}
         self._seen_rounds: set[int] = set()
+        self._closed_rounds: set[int] = set()  # final and every submission settled: nothing left to do
 
     # ------------------------------------------------------------ start
 
@@ -157,7 +158,7 @@ class Validator(Participant):
             task = self.crucible.task(task_id)
             current = task.current_round
             self._seen_rounds.add(current)
-            for round_index in sorted(self._seen_rounds):
+            for round_index in sorted(self._seen_rounds - self._closed_rounds):
                 self._duties(round_index, spec)
             self._claim()
             if task.ended or self._rounds_done():
@@ -174,11 +175,7 @@ class Validator(Participant):
         return self.summary
 
     def _rounds_done(self) -> bool:
-        if self.options.rounds is None:
-            return False
-        task_id = self.options.task_id
-        final = [r for r in self._seen_rounds if self.crucible.round(task_id, r).finalised]
-        return len(final) >= self.options.rounds and all(self._settled(r) for r in final)
+        return self.options.rounds is not None and len(self._closed_rounds) >= self.options.rounds
 
     def _duties(self, round_index: int, spec: EnvSpec) -> None:
         task_id = self.options.task_id
@@ -188,6 +185,8 @@ class Validator(Participant):
         try:
             if state.finalised:
                 self._settle(round_index)
+                if self._settled(round_index):
+                    self._closed_rounds.add(round_index)
                 return
             if deadlines.submit <= now < deadlines.validate:
                 if state.check_seed == bytes(32) and state.submission_count:
