@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,10 @@ from protocol.assignment import (
 from protocol.chain import Chain
 from protocol.client import Crucible, Role
 from protocol.deployment import Deployment
-from protocol.envs.spec import default_spec
+from protocol.envs.spec import EnvSpec, default_spec
 from protocol.ids import submission_id
 from protocol.model import load_checkpoint
-from protocol.params import demo_task_params
+from protocol.params import TaskParams, demo_task_params
 from validator.evidence import parse_evidence
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -133,6 +134,30 @@ def credits(crucible: Crucible, task_id: int, address: str, kind: int) -> int:
     )
 
 
+@dataclass
+class DevnetTask:
+    """A task on the test's devnet with time-warped windows, a small arithmetic spec and its store."""
+
+    task_id: int
+    params: TaskParams
+    spec: EnvSpec
+    store: LocalStore
+    model_cid: str
+
+
+def create_small_task(
+    crucible: Crucible, home: Path, model_cid: str, creator: Signer, prompts: int, **changes: int
+) -> DevnetTask:
+    """Creates a task of `prompts` prompts x 4 samples a round, windows long enough to end only by warping."""
+    store = LocalStore(home / "store")
+    spec = default_spec("arithmetic")
+    spec.training.prompts_per_round, spec.training.group_size = prompts, 4
+    windows = {"submit_window_s": LONG_S, "validate_window_s": LONG_S, "challenge_window_s": LONG_S}
+    params = demo_task_params(**(windows | changes))
+    task_id = crucible.create_task(creator, params, model_cid, store.put(spec.canonical_bytes()))
+    return DevnetTask(task_id, params, spec, store, model_cid)
+
+
 def test_every_trainer_adversary_is_caught_slashed_and_left_out(
     model_cid_factory: Callable[[Path], str],
     crucible_home: Path,
@@ -141,12 +166,8 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
     dev: list[Signer],
     roles: Any,
 ) -> None:
-    store = LocalStore(crucible_home / "store")
-    spec = default_spec("arithmetic")
-    spec.training.prompts_per_round, spec.training.group_size = 4, 4
-    model_cid = model_cid_factory(crucible_home)
-    params = demo_task_params(rounds=2, submit_window_s=LONG_S, validate_window_s=LONG_S, challenge_window_s=LONG_S)
-    task_id = crucible.create_task(dev[0], params, model_cid, store.put(spec.canonical_bytes()))
+    task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 4, rounds=2)
+    task_id, params, spec, store, model_cid = task.task_id, task.params, task.spec, task.store, task.model_cid
 
     trainers = {name: funded_account(crucible, dev[0], name) for name in ["honest", *EXPECTED_CHECK]}
     for signer, _ in trainers.values():
@@ -279,13 +300,9 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     dev: list[Signer],
     roles: Any,
 ) -> None:
-    store = LocalStore(crucible_home / "store")
-    spec = default_spec("arithmetic")
-    spec.training.prompts_per_round, spec.training.group_size = 2, 4
-    params = demo_task_params(
-        rounds=1, validators_per_check=1, submit_window_s=LONG_S, validate_window_s=LONG_S, challenge_window_s=LONG_S
-    )
-    task_id = crucible.create_task(dev[0], params, model_cid_factory(crucible_home), store.put(spec.canonical_bytes()))
+    model_cid = model_cid_factory(crucible_home)
+    task = create_small_task(crucible, crucible_home, model_cid, dev[0], 2, rounds=1, validators_per_check=1)
+    task_id, params = task.task_id, task.params
     honest, honest_key = funded_account(crucible, dev[0], "dispute-honest")
     cheat, cheat_key = funded_account(crucible, dev[0], "dispute-cheat")
     for signer in (honest, cheat):
