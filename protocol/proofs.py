@@ -37,6 +37,22 @@ class ChunkFigures:
         )
 
 
+# A proof is toploc's ProofPoly bytes: a big-endian 16-bit modulus, then `topk` 16-bit coefficients.
+# toploc picks the modulus in (2**15, 65497]; a zero one makes its C++ verifier divide by zero and
+# kill the process (SIGFPE), so proof bytes are checked before toploc ever sees them.
+_MODULUS_RANGE = (2**15 + 1, 65497)
+
+
+def proof_problem(proof: bytes, settings: ToplocSettings) -> str | None:
+    """Why `proof` is not a well-formed proof for these settings (None when it is)."""
+    if len(proof) != 2 + 2 * settings.topk:
+        return f"a proof of {len(proof)} bytes, not {2 + 2 * settings.topk}"
+    modulus = int.from_bytes(proof[:2], "big")
+    if not _MODULUS_RANGE[0] <= modulus <= _MODULUS_RANGE[1]:
+        return f"a proof modulus of {modulus}, outside {_MODULUS_RANGE[0]}..{_MODULUS_RANGE[1]}"
+    return None
+
+
 def chunk_count(tokens: int, settings: ToplocSettings) -> int:
     """Proofs a completion of `tokens` tokens carries."""
     return -(-tokens // settings.decode_batching_size)
@@ -71,6 +87,10 @@ def verify_proofs(activations: torch.Tensor, proofs: list[bytes], settings: Topl
     rows = _checked(activations, settings).cpu()
     if len(proofs) != chunk_count(rows.shape[0], settings):
         raise VerificationError(f"{len(proofs)} proofs for {chunk_count(rows.shape[0], settings)} chunks")
+    for proof in proofs:
+        problem = proof_problem(proof, settings)
+        if problem:
+            raise VerificationError(problem)
     results = toploc.verify_proofs_bytes(rows, proofs, settings.decode_batching_size, settings.topk, skip_prefill=True)
     return [ChunkFigures(r.exp_mismatches, float(r.mant_err_mean), float(r.mant_err_median)) for r in results]
 

@@ -21,7 +21,7 @@ from protocol.errors import CrucibleError
 from protocol.ids import commitment
 from protocol.inference import Prefill, prefill
 from protocol.model import LoadedModel
-from protocol.proofs import chunk_count, verify_proofs
+from protocol.proofs import chunk_count, proof_problem, verify_proofs
 from protocol.rollouts import RolloutFile, parse_rollouts
 from protocol.sampling import replay_many
 from protocol.tokenizer import completion_text, prompt_ids
@@ -137,6 +137,9 @@ def check_format(data: bytes, claim: Claim, spec: EnvSpec) -> tuple[CheckResult,
             failures.append({"sample": index, "field": "completion_ids", "found": len(sample.completion_ids)})
         if len(sample.proofs) != chunk_count(len(sample.completion_ids), spec.toploc):
             failures.append({"sample": index, "field": "proofs", "found": len(sample.proofs)})
+        problems = [problem for proof in sample.proof_bytes() if (problem := proof_problem(proof, spec.toploc))]
+        if problems:
+            failures.append({"sample": index, "field": "proofs", "found": problems[0]})
     digest = rollouts.proofs_digest()
     bound = commitment(context.chain_id, context.market, context.task_id, context.round_index, context.node, digest)
     if bound != claim.commitment:
@@ -163,8 +166,13 @@ def check_rewards(rollouts: RolloutFile, claim: Claim, spec: EnvSpec, loaded: Lo
     """Recomputes every reward (and the completion text) from the completion's token ids."""
     environment = spec.env()
     slots = assigned_slots(spec, claim.context)
-    failures = []
+    vocabulary = int(loaded.model.config.vocab_size)
+    failures: list[dict[str, Any]] = []
     for index, (slot, sample) in enumerate(zip(slots, rollouts.samples, strict=True)):
+        outside = [token for token in sample.completion_ids if not 0 <= token < vocabulary]
+        if outside:
+            failures.append({"sample": index, "reason": f"token {outside[0]} outside the vocabulary of {vocabulary}"})
+            continue
         text = completion_text(loaded.tokenizer, sample.completion_ids)
         reward = environment.reward(slot.problem, text)
         if text != sample.completion or not math.isclose(reward, sample.reward, abs_tol=1e-9):

@@ -181,3 +181,27 @@ def test_replaying_many_completions_at_once_equals_one_by_one(spec: EnvSpec) -> 
     ]
     assert [(r.mismatches, r.margins) for r in together] == [(r.mismatches, r.margins) for r in alone]
     assert any(r.mismatches for r in together)  # random tokens disagree with their seeds somewhere
+
+
+def test_hostile_proofs_and_token_ids_fail_checks_instead_of_killing_the_validator(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
+    import base64
+
+    from protocol.errors import VerificationError
+    from protocol.proofs import verify_proofs
+
+    work = produce_work(tiny, spec, context)
+    # toploc's verifier divides by a proof's modulus: a zero one kills the process with SIGFPE.
+    # Broken version to check this test: drop the proof_problem() call from verify_proofs → pytest dies.
+    with pytest.raises(VerificationError, match="modulus of 0"):
+        verify_proofs(torch.randn(3, 128), [b"\x00" * 258], spec.toploc)
+    hostile = work.rollouts.model_copy(deep=True)
+    hostile.samples[2].proofs[0] = base64.b64encode(b"\x00" * 10).decode()
+    verdict = check(RoundWork(hostile, work.update), tiny, spec, context, claim_of(RoundWork(hostile, {}), context))
+    assert verdict.failed_check == "format"
+    assert {"sample": 2, "field": "proofs", "found": "a proof of 10 bytes, not 258"} in verdict.results[-1].failures
+    outside = work.rollouts.model_copy(deep=True)
+    outside.samples[1].completion_ids[0] = 10_000
+    verdict = check(RoundWork(outside, work.update), tiny, spec, context, claim_of(RoundWork(outside, {}), context))
+    assert verdict.failed_check == "rewards" and "outside the vocabulary" in verdict.results[-1].failures[0]["reason"]
