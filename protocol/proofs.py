@@ -77,7 +77,13 @@ def build_proofs(activations: torch.Tensor, settings: ToplocSettings) -> list[by
     # one tensor per position with batching `decode_batching_size`, without its per-row concatenation.
     size = settings.decode_batching_size
     chunks = [rows[start : start + size].reshape(-1) for start in range(0, rows.shape[0], size)]
-    return list(toploc.build_proofs_bytes(chunks, 1, settings.topk, skip_prefill=True))
+    proofs = list(toploc.build_proofs_bytes(chunks, 1, settings.topk, skip_prefill=True))
+    # toploc logs an error and returns null proofs when building fails: never send those.
+    for proof in proofs:
+        problem = proof_problem(proof, settings)
+        if problem:
+            raise VerificationError(f"toploc built {problem}")
+    return proofs
 
 
 def verify_proofs(activations: torch.Tensor, proofs: list[bytes], settings: ToplocSettings) -> list[ChunkFigures]:
