@@ -19,19 +19,9 @@ from protocol.envs.spec import EnvSpec, parse_spec
 from protocol.errors import ConfigError, ContractRevert
 from protocol.ids import submission_id
 from protocol.model import LoadedModel, load_checkpoint
-from protocol.participant import Participant
+from protocol.participant import DEVNET_CHAIN_ID, RACED_REVERTS, Participant
 from protocol.reporter import Reporter
 from protocol.work import RoundContext
-
-DEVNET_CHAIN_ID = 31337
-# Reverts that mean someone else already did a keeper's step: nothing to do.
-_ALREADY_DONE = {
-    "MarketOutsideWindow",
-    "MarketRoundFinalised",
-    "MarketOpenDisputes",
-    "MarketAlreadySettled",
-    "MarketTaskEnded",
-}
 
 
 @dataclass
@@ -294,21 +284,7 @@ class TrainerNode(Participant):
         task_id = self.options.task_id
         state = self.crucible.round(task_id, round_index)
         deadlines = self.crucible.deadlines(task_id, round_index)
-        now = self.crucible.chain.now()
-        try:
-            if (
-                deadlines.submit <= now < deadlines.validate
-                and state.check_seed == bytes(32)
-                and state.submission_count
-            ):
-                self.crucible.fix_check_seed(self.signer, task_id)
-                self.reporter.event("check_seed_fixed", round=round_index)
-            elif now >= deadlines.challenge and not state.finalised and state.open_disputes == 0:
-                self.crucible.finalise_round(self.signer, task_id)
-                self.reporter.event("round_finalised", round=round_index)
-        except ContractRevert as error:
-            if error.name not in _ALREADY_DONE:
-                raise
+        self.keep_round(round_index, state, deadlines, self.crucible.chain.now())
 
     def _dispute_rejection(self, round_index: int) -> None:
         """Disputes a rejection of its own submission during the challenge window, bond permitting."""
@@ -326,7 +302,7 @@ class TrainerNode(Participant):
         try:
             self.crucible.dispute(self.signer, submission)
         except ContractRevert as error:
-            if error.name not in _ALREADY_DONE | {"MarketAlreadyDisputed", "MarketNoCommittee"}:
+            if error.name not in RACED_REVERTS:
                 raise
             return
         self.reporter.event("disputed", round=round_index, submission=str(submission))
@@ -343,7 +319,7 @@ class TrainerNode(Participant):
                 try:
                     self.crucible.settle(self.signer, submission)
                 except ContractRevert as error:
-                    if error.name not in _ALREADY_DONE:
+                    if error.name not in RACED_REVERTS:
                         raise
             record = self.journal.rounds[round_index]
             record.status = "settled"

@@ -7,9 +7,29 @@ from pathlib import Path
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
-from protocol.client import Crucible
+from protocol.client import Crucible, Deadlines, RoundState
 from protocol.config import crucible_home
+from protocol.errors import ContractRevert
 from protocol.reporter import Reporter
+
+# Red-team modes run here only, unless forced.
+DEVNET_CHAIN_ID = 31337
+# Reverts that mean another participant already took a permissionless step, or a window just
+# closed: nothing to do.
+RACED_REVERTS = {
+    "MarketOutsideWindow",
+    "MarketRoundFinalised",
+    "MarketOpenDisputes",
+    "MarketAlreadySettled",
+    "MarketDisputeNotOpen",
+    "MarketDisputeVotingOpen",
+    "MarketAlreadyProposed",
+    "MarketAlreadyVoted",
+    "MarketAlreadyDisputed",
+    "MarketNoCommittee",
+    "MarketWrongRound",
+    "MarketTaskEnded",
+}
 
 
 class Participant:
@@ -28,6 +48,28 @@ class Participant:
         chain_id = self.crucible.chain.chain_id
         market = self.crucible.deployment.TaskMarket
         return crucible_home() / role / f"{chain_id}-{market}-{self.task_id}-{self.address}.json"
+
+    def keep_round(self, round_index: int, state: RoundState, deadlines: Deadlines, now: int) -> bool:
+        """Takes the round's permissionless step nobody took yet: fixes its check seed once the
+        submission window closed, or finalises it after the challenge window with no dispute open.
+        Returns whether this identity sent one (False when another raced it there)."""
+        try:
+            if (
+                deadlines.submit <= now < deadlines.validate
+                and state.check_seed == bytes(32)
+                and state.submission_count
+            ):
+                self.crucible.fix_check_seed(self.signer, self.task_id)
+                self.reporter.event("check_seed_fixed", round=round_index)
+                return True
+            if now >= deadlines.challenge and not state.finalised and state.open_disputes == 0:
+                self.crucible.finalise_round(self.signer, self.task_id)
+                self.reporter.event("round_finalised", round=round_index)
+                return True
+        except ContractRevert as error:
+            if error.name not in RACED_REVERTS:
+                raise
+        return False
 
     def claim_credits(self) -> int:
         """Withdraws whatever the market credited this identity; returns the amount (0: nothing)."""

@@ -25,33 +25,18 @@ from protocol.client import Crucible, Role, SubmissionState
 from protocol.envs.spec import EnvSpec, parse_spec
 from protocol.errors import ArtifactError, ConfigError, ContractRevert, CrucibleError
 from protocol.files import write_json_atomic
+from protocol.ids import submission_id
 from protocol.model import LoadedModel, load_checkpoint
-from protocol.participant import Participant
+from protocol.participant import DEVNET_CHAIN_ID, RACED_REVERTS, Participant
 from protocol.reporter import Reporter
 from protocol.work import RoundContext
 from validator.checks import Artifacts, CheckResult, Claim, Verdict, verify_submission
 from validator.evidence import evidence_bytes, evidence_document
 
-DEVNET_CHAIN_ID = 31337
 # Red-team validators for devnets: they attest without checking.
 ADVERSARIES = {
     "lazy": "attests every submission valid without checking it",
     "liar": "attests every submission invalid without checking it",
-}
-# Reverts that mean someone else already did a permissionless step, or a window just closed.
-_ALREADY_DONE = {
-    "MarketOutsideWindow",
-    "MarketRoundFinalised",
-    "MarketOpenDisputes",
-    "MarketAlreadySettled",
-    "MarketDisputeNotOpen",
-    "MarketDisputeVotingOpen",
-    "MarketAlreadyProposed",
-    "MarketAlreadyVoted",
-    "MarketAlreadyDisputed",
-    "MarketNoCommittee",
-    "MarketWrongRound",
-    "MarketTaskEnded",
 }
 
 
@@ -189,19 +174,15 @@ class Validator(Participant):
                     self._closed_rounds.add(round_index)
                 return
             if deadlines.submit <= now < deadlines.validate:
-                if state.check_seed == bytes(32) and state.submission_count:
-                    self.crucible.fix_check_seed(self.signer, task_id)
-                    self.reporter.event("check_seed_fixed", round=round_index)
+                if self.keep_round(round_index, state, deadlines, now):  # it fixed the check seed
                     state = self.crucible.round(task_id, round_index)
                 self._attest_assigned(round_index, state.check_seed, state.validator_count, spec)
             elif now >= deadlines.validate:
                 self._dispute_duties(round_index, spec)
                 self._propose(round_index, spec)
-                if now >= deadlines.challenge and state.open_disputes == 0:
-                    self.crucible.finalise_round(self.signer, task_id)
-                    self.reporter.event("round_finalised", round=round_index)
+                self.keep_round(round_index, state, deadlines, now)
         except ContractRevert as error:
-            if error.name not in _ALREADY_DONE:
+            if error.name not in RACED_REVERTS:
                 raise
             self.reporter.event("raced", round=round_index, revert=error.name)
 
@@ -239,8 +220,6 @@ class Validator(Participant):
                 advance(1)
 
     def _submission_id(self, event: dict[str, Any]) -> int:
-        from protocol.ids import submission_id
-
         return submission_id(self.options.task_id, int(event["round"]), str(event["trainer"]))
 
     def _voted(self, event_name: str, submission: int) -> bool:
@@ -397,7 +376,7 @@ class Validator(Participant):
                 try:
                     self.crucible.settle(self.signer, submission)
                 except ContractRevert as error:
-                    if error.name not in _ALREADY_DONE:
+                    if error.name not in RACED_REVERTS:
                         raise
 
     def _claim(self) -> None:
