@@ -18,15 +18,14 @@ from typing import Any
 import torch
 from eth_utils import keccak
 
+from bench.node import warm_model
 from node.adversary import adversary_of
 from node.work import RoundWork, produce_work
 from protocol.cid import cid_of_bytes
 from protocol.envs.spec import EnvSpec, default_spec
-from protocol.model import LoadedModel, create_model
-from protocol.tokenizer import CharTokenizer
-from protocol.training import supervised_warmup
-from protocol.work import RoundContext
-from validator.checks import Claim, check_rewards, check_sampling, check_toploc, check_update, run_prefill
+from protocol.model import LoadedModel
+from protocol.work import RoundContext, assigned_slots
+from validator.checks import check_rewards, check_sampling, check_toploc, check_update, run_prefill
 
 NODES = [
     "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
@@ -45,13 +44,6 @@ def calibration_spec(environment: str) -> EnvSpec:
     spec.training.prompts_per_round, spec.training.group_size = 4, 4
     spec.sampling.max_new_tokens = 12
     return spec
-
-
-def warm(environment: str, steps: int) -> LoadedModel:
-    tokenizer = CharTokenizer()
-    model = create_model("tiny", tokenizer, seed=0)
-    supervised_warmup(model, tokenizer, calibration_spec(environment).env(), steps, seed=0)
-    return LoadedModel(model.eval(), tokenizer, None)
 
 
 def context_of(seed: int, environment: str) -> RoundContext:
@@ -92,7 +84,7 @@ def figures(
     toploc = check_toploc(rollouts, passes, spec)
     sampling = check_sampling(rollouts, passes, spec)
     update = check_update(rollouts, work.update, loaded, spec)
-    reward_check = check_rewards(rollouts, Claim(context, "", "", rollouts.work_units, b""), spec, loaded)
+    reward_check = check_rewards(rollouts, assigned_slots(spec, context), spec, loaded)
     changed = None
     if honest is not None:
         changed = honest.rollouts != rollouts or any(
@@ -176,7 +168,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     for environment in ("arithmetic", "sorting"):
-        loaded = warm(environment, arguments.warmup_steps)
+        loaded = warm_model("tiny", arguments.warmup_steps, calibration_spec(environment))
         spec = calibration_spec(environment)
         for name, batch, micro, threads in HONEST_VARIANTS:
             for seed in range(arguments.seeds):

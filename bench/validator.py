@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from bench.node import warm_model
 from node.adversary import adversary_of
 from node.work import produce_work
 from protocol.cid import cid_of_bytes
@@ -24,12 +25,11 @@ from protocol.envs.spec import default_spec
 from protocol.generation import generate
 from protocol.ids import commitment
 from protocol.inference import prefill
-from protocol.model import LoadedModel, create_model, parameter_count
+from protocol.model import LoadedModel, parameter_count
 from protocol.proofs import build_proofs, verify_proofs
 from protocol.sampling import replay_many
 from protocol.seeds import label_seed
-from protocol.tokenizer import CharTokenizer, prompt_ids
-from protocol.training import supervised_warmup
+from protocol.tokenizer import prompt_ids
 from protocol.work import RoundContext
 from validator.checks import Artifacts, Claim, verify_submission
 
@@ -43,14 +43,6 @@ CONTEXT = RoundContext(
     checkpoint_cid=cid_of_bytes(b"checkpoint"),
     env_cid=cid_of_bytes(b"env"),
 )
-
-
-def model_of(size: str, warmup_steps: int) -> LoadedModel:
-    tokenizer = CharTokenizer()
-    model = create_model(size, tokenizer, seed=0)
-    if warmup_steps:
-        supervised_warmup(model, tokenizer, default_spec("arithmetic").env(), warmup_steps, seed=0)
-    return LoadedModel(model.eval(), tokenizer, None)
 
 
 def check_against_generation(loaded: LoadedModel, batch: int, new_tokens: int) -> dict[str, Any]:
@@ -124,13 +116,13 @@ def main() -> None:
     print(json.dumps({"machine": platform.machine(), "cores": os.cpu_count(), "torch": torch.__version__,
                       "threads": torch.get_num_threads()}))  # fmt: skip
     for size in arguments.sizes.split(","):
-        loaded = model_of(size, 0)
+        loaded = warm_model(size, 0, default_spec("arithmetic"))
         print(json.dumps({"size": size, "parameters": parameter_count(loaded.model)}))
         for batch in (1, 8, 32, 64):
             print(
                 json.dumps({"size": size, **check_against_generation(loaded, batch, arguments.new_tokens)}), flush=True
             )
-    loaded = model_of("tiny", arguments.warmup_steps)
+    loaded = warm_model("tiny", arguments.warmup_steps, default_spec("arithmetic"))
     submission_figures(loaded, None)  # warm up
     for adversary in (None, "inflated-rewards", "wrong-model", "forged-tokens", "garbage-update"):
         print(json.dumps({"submission": submission_figures(loaded, adversary)}), flush=True)

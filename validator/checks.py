@@ -26,7 +26,7 @@ from protocol.rollouts import RolloutFile, parse_rollouts
 from protocol.sampling import replay_many
 from protocol.tokenizer import completion_text, prompt_ids
 from protocol.training import grpo_update
-from protocol.work import RoundContext, assigned_slots, training_sequences
+from protocol.work import RoundContext, Slot, assigned_slots, training_sequences
 
 if TYPE_CHECKING:
     import torch
@@ -150,10 +150,11 @@ def check_format(data: bytes, claim: Claim, spec: EnvSpec) -> tuple[CheckResult,
     return CheckResult("format", not failures, figures, thresholds, failures, reason), rollouts
 
 
-def check_prompts(rollouts: RolloutFile, claim: Claim, spec: EnvSpec, loaded: LoadedModel) -> CheckResult:
-    """Checks each sample answers the prompt and carries the seed the chain assigns to its slot."""
+def check_prompts(rollouts: RolloutFile, slots: list[Slot], loaded: LoadedModel) -> CheckResult:
+    """Checks each sample answers the prompt and carries the seed the chain assigns to its slot
+    (`slots`: `assigned_slots` of the submission's round context)."""
     failures = []
-    for index, (slot, sample) in enumerate(zip(assigned_slots(spec, claim.context), rollouts.samples, strict=True)):
+    for index, (slot, sample) in enumerate(zip(slots, rollouts.samples, strict=True)):
         wanted = (slot.prompt_index, slot.sample_index, slot.problem.prompt, "0x" + slot.seed.hex())
         got = (sample.prompt_index, sample.sample_index, sample.prompt, sample.seed)
         if wanted != got or sample.prompt_ids != prompt_ids(loaded.tokenizer, slot.problem.prompt):
@@ -162,10 +163,9 @@ def check_prompts(rollouts: RolloutFile, claim: Claim, spec: EnvSpec, loaded: Lo
     return CheckResult("prompts", not failures, {"samples": len(rollouts.samples)}, {}, failures, reason)
 
 
-def check_rewards(rollouts: RolloutFile, claim: Claim, spec: EnvSpec, loaded: LoadedModel) -> CheckResult:
+def check_rewards(rollouts: RolloutFile, slots: list[Slot], spec: EnvSpec, loaded: LoadedModel) -> CheckResult:
     """Recomputes every reward (and the completion text) from the completion's token ids."""
     environment = spec.env()
-    slots = assigned_slots(spec, claim.context)
     vocabulary = int(loaded.model.config.vocab_size)
     failures: list[dict[str, Any]] = []
     for index, (slot, sample) in enumerate(zip(slots, rollouts.samples, strict=True)):
@@ -363,9 +363,10 @@ def verify_submission(claim: Claim, spec: EnvSpec, loaded: LoadedModel, artifact
         return Verdict(results)
     rollouts = parsed[0]
     assert rollouts is not None
-    if not timed(lambda: check_prompts(rollouts, claim, spec, loaded)):
+    slots = assigned_slots(spec, claim.context)
+    if not timed(lambda: check_prompts(rollouts, slots, loaded)):
         return Verdict(results)
-    if not timed(lambda: check_rewards(rollouts, claim, spec, loaded)):
+    if not timed(lambda: check_rewards(rollouts, slots, spec, loaded)):
         return Verdict(results)
     started = time.perf_counter()
     passes = run_prefill(rollouts, loaded)
