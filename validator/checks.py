@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from protocol.artifacts.manifest import load_manifest, load_state_dict
+from protocol.artifacts.store import Store
 from protocol.envs.spec import EnvSpec
-from protocol.errors import CrucibleError
+from protocol.errors import ArtifactError, CrucibleError
 from protocol.ids import commitment
 from protocol.inference import Prefill, prefill
 from protocol.model import LoadedModel
@@ -96,6 +98,29 @@ class Artifacts:
 
     rollout_bytes: Callable[[], bytes]
     update: Callable[[], dict[str, torch.Tensor]]
+
+
+def claim_of(submitted: dict[str, Any], context: RoundContext) -> Claim:
+    """The claim a WorkSubmitted event makes, in the round `context` describes."""
+    return Claim(context, str(submitted["rolloutCid"]), str(submitted["updateCid"]), int(submitted["workUnits"]),
+                 _bytes(submitted["commitment"]))  # fmt: skip
+
+
+def _bytes(value: Any) -> bytes:
+    return bytes.fromhex(value[2:]) if isinstance(value, str) else bytes(value)
+
+
+def stored_artifacts(claim: Claim, store: Store, device: str) -> Artifacts:
+    """A submission's artifacts from a store (fetched by CID and checked against it on the way in); the
+    update must be a manifest of kind "update" whose parent is the round's checkpoint."""
+
+    def update() -> dict[str, torch.Tensor]:
+        manifest = load_manifest(claim.update_cid, store)
+        if manifest.kind != "update" or manifest.parent != claim.context.checkpoint_cid:
+            raise ArtifactError(f"{claim.update_cid} is not an update of {claim.context.checkpoint_cid}")
+        return load_state_dict(claim.update_cid, store, device=device)
+
+    return Artifacts(lambda: store.get(claim.rollout_cid), update)
 
 
 def _fail(check: str, reason: str, **figures: Any) -> CheckResult:

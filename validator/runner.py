@@ -18,19 +18,19 @@ from typing import Any
 
 from protocol.accounts import Signer
 from protocol.aggregation import publish_next_checkpoint
-from protocol.artifacts.manifest import load_manifest, load_state_dict
+from protocol.artifacts.manifest import load_state_dict
 from protocol.artifacts.store import Store
 from protocol.assignment import aggregator_indices, assigned_indices, is_sampled
 from protocol.client import Crucible, Role, SubmissionState
 from protocol.envs.spec import EnvSpec, parse_spec
-from protocol.errors import ArtifactError, ConfigError, ContractRevert, CrucibleError
+from protocol.errors import ConfigError, ContractRevert, CrucibleError
 from protocol.files import write_json_atomic
 from protocol.ids import submission_id
 from protocol.model import LoadedModel, load_checkpoint
 from protocol.participant import DEVNET_CHAIN_ID, RACED_REVERTS, Participant
 from protocol.reporter import Reporter
 from protocol.work import RoundContext
-from validator.checks import Artifacts, CheckResult, Claim, Verdict, verify_submission
+from validator.checks import CheckResult, Claim, Verdict, claim_of, stored_artifacts, verify_submission
 from validator.evidence import evidence_bytes, evidence_document
 
 # Red-team validators for devnets: they attest without checking.
@@ -262,19 +262,11 @@ class Validator(Participant):
             checkpoint_cid=self.crucible.checkpoint_cid(task_id, round_index),
             env_cid=env_cid,
         )
-        return Claim(context, str(event["rolloutCid"]), str(event["updateCid"]), int(event["workUnits"]),
-                     bytes(event["commitment"]))  # fmt: skip
+        return claim_of(event, context)
 
     def _verify(self, claim: Claim, spec: EnvSpec) -> Verdict:
         loaded = self._load(claim.context.checkpoint_cid)
-
-        def update() -> dict[str, Any]:
-            manifest = load_manifest(claim.update_cid, self.store)
-            if manifest.kind != "update" or manifest.parent != claim.context.checkpoint_cid:
-                raise ArtifactError(f"{claim.update_cid} is not an update of {claim.context.checkpoint_cid}")
-            return load_state_dict(claim.update_cid, self.store, device=self.options.device)
-
-        return verify_submission(claim, spec, loaded, Artifacts(lambda: self.store.get(claim.rollout_cid), update))
+        return verify_submission(claim, spec, loaded, stored_artifacts(claim, self.store, self.options.device))
 
     def _load(self, checkpoint_cid: str) -> LoadedModel:
         if self._model is None or self._model.checkpoint_cid != checkpoint_cid:
