@@ -154,9 +154,9 @@ class EventIndex:
         topics: dict[bytes, tuple[str, Any]] = {}
         for label, contract in (("TaskMarket", self.crucible.market), ("StakeManager", self.crucible.stakes)):
             for abi in contract.abi:
-                if abi.get("type") == "event":
-                    name = str(abi.get("name"))
-                    topics[bytes(event_abi_to_log_topic(abi))] = (label, contract.events[name]())
+                if abi["type"] == "event":
+                    topic = bytes(event_abi_to_log_topic(abi))
+                    topics[topic] = (label, contract.events[abi["name"]]())
         return topics
 
     def _check_meta(self) -> None:

@@ -1,0 +1,1 @@
+"""The web explorer: a server-rendered FastAPI app over the event index."""

@@ -1,0 +1,251 @@
+"""What each explorer page shows, as JSON-ready dictionaries: the HTML pages render these and the
+`/api/...` endpoints return them unchanged, so the two never disagree.
+
+Every function raises `NotFound` for an id the index does not know and `BadInput` for a malformed one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from protocol.errors import ConfigError, CrucibleError
+from protocol.ids import decode_submission_id
+from protocol.values import checked_address, checked_cid, format_tokens
+from validator.audit import CREDIT_KINDS, Auditor, money_check
+from validator.evidence import parse_evidence
+
+PAGE_SIZE = 50
+MAX_PAGE = 1_000_000
+
+
+class NotFound(Exception):
+    """An id the index does not know (HTTP 404)."""
+
+
+class BadInput(Exception):
+    """A malformed id, address, CID or page (HTTP 400)."""
+
+
+def parse_submission(text: str) -> int:
+    """A submission id in decimal or 0x hex, below 2**256."""
+    try:
+        value = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
+    except ValueError:
+        raise BadInput(f"malformed submission id {text[:80]!r}: a decimal or 0x-hex number") from None
+    if not 0 <= value < 2**256:
+        raise BadInput(f"submission id {text[:80]} is out of range")
+    return value
+
+
+def parse_address(text: str) -> str:
+    try:
+        return checked_address(text)
+    except ConfigError as error:
+        raise BadInput(str(error)) from None
+
+
+def parse_cid(text: str) -> str:
+    try:
+        return checked_cid(text)
+    except ConfigError as error:
+        raise BadInput(str(error)) from None
+
+
+def paginate(items: list[Any], page: int) -> dict[str, Any]:
+    """One page of `items` (numbered from 1); NotFound past the last page."""
+    if not 1 <= page <= MAX_PAGE:
+        raise BadInput(f"page {page} is out of range: pages are numbered 1 to {MAX_PAGE}")
+    pages = max(1, math.ceil(len(items) / PAGE_SIZE))
+    if page > pages:
+        raise NotFound(f"page {page} does not exist: there are {pages}")
+    return {"page": page, "pages": pages, "items": items[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]}
+
+
+class Views:
+    """The explorer's pages over an auditor that does not re-run checks (pages must be fast)."""
+
+    def __init__(self, auditor: Auditor, relay_url: str | None) -> None:
+        self.auditor = auditor
+        self.index = auditor.index
+        self.crucible = auditor.crucible
+        self.relay_url = (relay_url or "").rstrip("/")
+
+    def tokens(self, wei: int) -> str:
+        return format_tokens(wei, self.crucible.decimals, self.crucible.symbol)
+
+    def artifact_url(self, cid: str) -> str:
+        return f"{self.relay_url}/ipfs/{cid}"
+
+    # ------------------------------------------------------------ pages
+
+    def home(self) -> dict[str, Any]:
+        tasks = []
+        for task_id in self.index.task_ids():
+            created = self.auditor.created(task_id)
+            state = self.crucible.task(task_id)
+            tasks.append(
+                {
+                    "task_id": task_id,
+                    "creator": created.args["creator"],
+                    "bounty": self.tokens(int(created.args["params"]["bounty"])),
+                    "rounds": int(created.args["params"]["rounds"]),
+                    "current_round": state.current_round,
+                    "ended": state.ended,
+                    "submissions": len(self.index.events("WorkSubmitted", task=task_id)),
+                }
+            )
+        return {"tasks": tasks, "indexed_block": self.index.last_block}
+
+    def task(self, task_id: int) -> dict[str, Any]:
+        if task_id not in self.index.task_ids():
+            raise NotFound(f"unknown task {task_id}")
+        created = self.auditor.created(task_id)
+        state = self.crucible.task(task_id)
+        rounds = []
+        for opened in self.index.events("RoundOpened", task=task_id):
+            round_index = int(opened.round or 0)
+            audit = self.auditor.round(task_id, round_index, rerun=False)
+            accuracy = self.index.evaluation(audit.checkpoint_cid)
+            rewards = sum(s.reward_wei for s in audit.submissions)
+            rounds.append(
+                {
+                    "round": round_index,
+                    "checkpoint_cid": audit.checkpoint_cid,
+                    "submissions": len(audit.submissions),
+                    "rejected": sum(s.rejected for s in audit.submissions),
+                    "agreed_cid": audit.agreed_cid,
+                    "finalised": audit.finalised,
+                    "accuracy": None if accuracy is None else accuracy[0],
+                    "sampled_accuracy": None if accuracy is None else accuracy[1],
+                    "rewards": self.tokens(rewards),
+                    "rewards_wei": str(rewards),
+                }
+            )
+        final = str(rounds[-1]["agreed_cid"] or "") if rounds and state.ended else ""
+        final_accuracy = self.index.evaluation(final) if final else None
+        money = money_check(self.crucible, self.index, task_id)
+        params = {key: str(value) for key, value in created.args["params"].items()}
+        return {
+            "task_id": task_id,
+            "creator": created.args["creator"],
+            "model_cid": created.args["modelCid"],
+            "env_cid": created.args["envCid"],
+            "params": params,
+            "ended": state.ended,
+            "current_round": state.current_round,
+            "validators": self.auditor.validators(task_id),
+            "rounds": rounds,
+            "final_checkpoint": final or None,
+            "final_accuracy": None if final_accuracy is None else final_accuracy[0],
+            "final_sampled_accuracy": None if final_accuracy is None else final_accuracy[1],
+            "money_check": money.as_json(),
+            "decimals": self.crucible.decimals,
+            "symbol": self.crucible.symbol,
+        }
+
+    def round(self, task_id: int, round_index: int) -> dict[str, Any]:
+        if task_id not in self.index.task_ids():
+            raise NotFound(f"unknown task {task_id}")
+        try:
+            audit = self.auditor.round(task_id, round_index, rerun=False)
+        except ConfigError as error:
+            raise NotFound(str(error)) from None
+        document = audit.as_json()
+        document["submissions"] = [self._submission_row(s.as_json()) for s in audit.submissions]
+        return document
+
+    def _submission_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        row["reward"] = self.tokens(int(row["reward_wei"]))
+        row["slashed"] = self.tokens(int(row["slashed_wei"]))
+        return row
+
+    def submission(self, submission: int) -> dict[str, Any]:
+        if not self.index.events("WorkSubmitted", submission=submission):
+            raise NotFound(f"unknown submission {submission}")
+        document = self._submission_row(self.auditor.submission(submission, rerun=False).as_json())
+        document["links"] = {
+            "rollouts": self.artifact_url(document["rollout_cid"]),
+            "update": self.artifact_url(document["update_cid"]),
+        }
+        document["history"] = [e.as_json() for e in self.index.events(submission=submission)]
+        return document
+
+    def evidence(self, cid: str) -> dict[str, Any]:
+        try:
+            data = self.auditor.store.get(cid)
+        except CrucibleError as error:
+            raise NotFound(f"evidence {cid} is not available: {error}") from None
+        try:
+            document = parse_evidence(data, cid)
+        except CrucibleError as error:
+            raise BadInput(str(error)) from None
+        return {"cid": cid, "evidence": document, "raw_url": self.artifact_url(cid)}
+
+    def account(self, address: str, page: int) -> dict[str, Any]:
+        events = self.index.events(account=address)
+        credits = dict.fromkeys(CREDIT_KINDS, 0)
+        slashed = 0
+        for event in events:
+            if event.name == "Credited":
+                credits[CREDIT_KINDS[int(event.args["kind"])]] += int(event.args["amount"])
+            if event.name == "Slashed":
+                slashed += int(event.args["amount"])
+        submissions = [int(e.submission or 0) for e in events if e.name == "WorkSubmitted"]
+        stake = self.crucible.stake_account(address)
+        return {
+            "address": address,
+            "stake": {
+                "staked": self.tokens(stake.staked),
+                "locked": self.tokens(stake.locked),
+                "role": stake.role.name.lower(),
+            },
+            "credited": {kind: self.tokens(amount) for kind, amount in credits.items()},
+            "slashed": self.tokens(slashed),
+            "submissions": [str(s) for s in submissions],
+            "history": paginate([e.as_json() for e in events], page),
+        }
+
+    def validators(self) -> dict[str, Any]:
+        """Per validator: votes, how many agree with the final outcome, slashes."""
+        stats: dict[str, dict[str, int]] = {}
+
+        def entry(address: str | None) -> dict[str, int]:
+            return stats.setdefault(str(address), {"votes": 0, "agreed": 0, "penalised": 0})
+
+        for event in self.index.events("Attested") + self.index.events("DisputeVoted"):
+            counts = entry(event.account)
+            state = self.crucible.submission(int(event.submission or 0))
+            if state.settled:
+                counts["votes"] += 1
+                counts["agreed"] += int(bool(event.args["valid"]) != state.rejected)
+        for event in self.index.events("ValidatorPenalised"):
+            entry(event.account)["penalised"] += 1
+        rows = [
+            {
+                "validator": address,
+                "votes": counts["votes"],
+                "agreed": counts["agreed"],
+                "agreement": None if counts["votes"] == 0 else counts["agreed"] / counts["votes"],
+                "penalised": counts["penalised"],
+            }
+            for address, counts in sorted(stats.items())
+        ]
+        return {"validators": rows}
+
+    def events(self, page: int) -> dict[str, Any]:
+        events = [e.as_json() for e in reversed(self.index.events())]
+        return {"events": paginate(events, page), "indexed_block": self.index.last_block}
+
+    def search(self, query: str) -> str:
+        """The page a search box query names: a task id, an address, a submission id or a CID."""
+        text = query.strip()
+        if text.isdigit() and int(text) in self.index.task_ids():
+            return f"/tasks/{int(text)}"
+        if text.startswith("0x") and len(text) == 42:
+            return f"/accounts/{parse_address(text)}"
+        if text.isdigit() or text.startswith("0x"):
+            submission = parse_submission(text)
+            decode_submission_id(submission)
+            return f"/submissions/{submission}"
+        return f"/evidence/{parse_cid(text)}"
