@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cli import account, artifacts, devnet, env, model, node, stake, task, validator
+from cli import account, artifacts, audit, devnet, env, explorer, model, node, stake, task, validator
 from cli.context import CliContext
 from cli.output import stderr
 from protocol.errors import CrucibleError
@@ -28,6 +28,8 @@ app.add_typer(model.app, name="model")
 app.add_typer(env.app, name="env")
 app.add_typer(node.app, name="node")
 app.add_typer(validator.app, name="validator")
+app.add_typer(audit.app, name="audit")
+app.add_typer(explorer.app, name="explorer")
 app.command("deploy")(devnet.deploy_command)
 
 

@@ -35,7 +35,7 @@ from protocol.evaluation import evaluate
 from protocol.ids import decode_submission_id
 from protocol.model import LoadedModel, load_checkpoint
 from protocol.work import RoundContext
-from validator.checks import Verdict, claim_of, stored_artifacts, verify_submission
+from validator.checks import Claim, Verdict, claim_of, stored_artifacts, verify_submission
 from validator.evidence import parse_evidence
 from validator.index import Event, EventIndex
 
@@ -345,7 +345,7 @@ class Auditor:
                     Finding("evidence", f"{vote.validator}'s {vote.purpose} evidence: {vote.evidence_problem}")
                 )
         if self.rerun if rerun is None else rerun:
-            audit.rerun = self._rerun(event, created)
+            audit.rerun = self._rerun(submission)
             self._judge(audit)
         return audit
 
@@ -367,9 +367,12 @@ class Auditor:
             vote.evidence_problem = "it records no check at all"
         return vote
 
-    def _rerun(self, event: Event, created: Event) -> Verdict:
-        task_id, round_index = int(created.args["taskId"]), int(event.round or 0)
-        env_cid = str(created.args["envCid"])
+    def claim(self, submission: int) -> Claim:
+        """What the chain says of a submission, rebuilt from the index alone."""
+        submitted = self.index.events("WorkSubmitted", submission=submission)
+        if not submitted:
+            raise ConfigError(f"unknown submission {submission}: no WorkSubmitted event in the index")
+        task_id, round_index, trainer = decode_submission_id(submission)
         opened = self.index.events("RoundOpened", task=task_id, round_index=round_index)
         digest = bytes.fromhex(str(opened[0].args["checkpoint"])[2:])
         checkpoint_cid = self.checkpoint_cids(task_id).get(digest)
@@ -380,14 +383,18 @@ class Auditor:
             market=self.crucible.deployment.TaskMarket,
             task_id=task_id,
             round_index=round_index,
-            node=str(event.args["trainer"]),
+            node=trainer,
             work_seed=bytes.fromhex(str(opened[0].args["workSeed"])[2:]),
             checkpoint_cid=checkpoint_cid,
-            env_cid=env_cid,
+            env_cid=str(self.created(task_id).args["envCid"]),
         )
-        claim = claim_of(event.args, context)
-        loaded = self._load(checkpoint_cid)
-        return verify_submission(claim, self.spec(env_cid), loaded, stored_artifacts(claim, self.store, self.device))
+        return claim_of(submitted[0].args, context)
+
+    def _rerun(self, submission: int) -> Verdict:
+        claim = self.claim(submission)
+        loaded = self._load(claim.context.checkpoint_cid)
+        spec = self.spec(claim.context.env_cid)
+        return verify_submission(claim, spec, loaded, stored_artifacts(claim, self.store, self.device))
 
     @staticmethod
     def _judge(audit: SubmissionAudit) -> None:

@@ -16,7 +16,7 @@ MAX_EVIDENCE_BYTES = 1024 * 1024
 
 
 def evidence_document(submission: int, validator: str, claim: Claim, verdict: Verdict, purpose: str) -> dict[str, Any]:
-    """The evidence of one check of a submission (`purpose`: "attest" or "dispute")."""
+    """The evidence of one check of a submission (`purpose`: "attest", "dispute", or "audit")."""
     context = claim.context
     return {
         "schema": SCHEMA,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,23 @@ def roles(crucible_home: Path, chain: Any, tmp_path: Path) -> Any:
     started = Roles(crucible_home, chain.rpc_url, tmp_path / "deployment.json")
     yield started
     started.stop_all()
+
+
+@pytest.fixture(scope="module")
+def model_cid_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], str]:
+    """`crucible model init` once (a short warm-up), then `crucible model publish` into a test's store."""
+    folder = tmp_path_factory.mktemp("model") / "tiny"
+    crucible = str(Path(sys.executable).parent / "crucible")
+    home = tmp_path_factory.mktemp("home")
+    env = {**os.environ, "CRUCIBLE_HOME": str(home)}
+    made = subprocess.run([crucible, "model", "init", "--env", "arithmetic", "--out", str(folder), "--steps", "100"],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+    def publish(crucible_home: Path) -> str:
+        done = subprocess.run([crucible, "model", "publish", str(folder), "--json"], capture_output=True, text=True,
+                              env={**env, "CRUCIBLE_HOME": str(crucible_home)}, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return str(json.loads(done.stdout)["cid"])
+
+    return publish

@@ -9,18 +9,15 @@ disputes and wins; a cheater's dispute loses its bond.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from eth_account import Account
-from eth_utils import keccak
+from helpers.devnet import TOKEN, create_small_task, credits, fix_check_seed_where, funded_account, warp
 
 from protocol.accounts import Signer
 from protocol.aggregation import publish_next_checkpoint
@@ -33,18 +30,15 @@ from protocol.assignment import (
     dispute_seed,
     is_sampled,
 )
-from protocol.chain import Chain
 from protocol.client import Crucible, Role
 from protocol.deployment import Deployment
-from protocol.envs.spec import EnvSpec, default_spec
+from protocol.envs.spec import default_spec
 from protocol.ids import submission_id
 from protocol.model import load_checkpoint
-from protocol.params import TaskParams, demo_task_params
+from protocol.params import demo_task_params
 from validator.evidence import parse_evidence
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-TOKEN = 10**18
-LONG_S = 3600  # windows the test ends by warping the clock, never by waiting
 # The check that must reject each trainer adversary (low-precision: whichever of the two sees it first).
 EXPECTED_CHECK = {
     "wrong-model": {"toploc"},
@@ -57,105 +51,6 @@ EXPECTED_CHECK = {
     "garbage-update": {"update"},
     "withheld": {"availability"},
 }
-
-
-@pytest.fixture(scope="module")
-def model_cid_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], str]:
-    """`crucible model init` once (a short warm-up), then `crucible model publish` into a test's store."""
-    folder = tmp_path_factory.mktemp("model") / "tiny"
-    crucible = str(Path(sys.executable).parent / "crucible")
-    home = tmp_path_factory.mktemp("home")
-    env = {**os.environ, "CRUCIBLE_HOME": str(home)}
-    made = subprocess.run([crucible, "model", "init", "--env", "arithmetic", "--out", str(folder), "--steps", "100"],
-                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
-    assert made.returncode == 0, made.stderr
-
-    def publish(crucible_home: Path) -> str:
-        done = subprocess.run([crucible, "model", "publish", str(folder), "--json"], capture_output=True, text=True,
-                              env={**env, "CRUCIBLE_HOME": str(crucible_home)}, timeout=300)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return str(json.loads(done.stdout)["cid"])
-
-    return publish
-
-
-def funded_account(crucible: Crucible, funder: Signer, label: str) -> tuple[Signer, str]:
-    """A fresh account (key derived from `label`) with devnet ether and 5,000 tokens, and its key."""
-    key = "0x" + keccak(text=f"crucible-test-{label}").hex()
-    account = Account.from_key(key)
-    crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
-    crucible.transfer(funder, account.address, 5000 * TOKEN)
-    return Signer(account.address, label, account), key
-
-
-def fix_check_seed_where(
-    rpc_url: str, deployment: Deployment, keeper: Signer, task_id: int, wanted: Callable[[Crucible], bool]
-) -> Crucible:
-    """Fixes the current round's check seed at its submission deadline, re-rolling (evm_snapshot /
-    evm_revert, another parent block each time) until `wanted` holds: a test's control over the devnet's
-    randomness, as forge's `vm.prevrandao` would be. Every try uses a fresh connection (nonces)."""
-    for attempt in range(40):
-        crucible = Crucible(Chain(rpc_url), deployment)
-        provider = crucible.chain.w3.provider
-        task = crucible.task(task_id)
-        deadline = crucible.deadlines(task_id, task.current_round).submit
-        snapshot = provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
-        # The seed hashes the previous block's hash (and prevrandao, which Anvil may repeat): stacking
-        # `attempt` empty blocks first gives each try another parent.
-        for _ in range(attempt):
-            provider.make_request("evm_mine", [])  # type: ignore[arg-type]
-        provider.make_request("evm_setNextBlockTimestamp", [deadline + attempt])  # type: ignore[arg-type]
-        # Sent with a fixed gas limit: estimating would run at the current time, before the deadline.
-        w3 = crucible.chain.w3
-        transaction = crucible.market.functions.fixCheckSeed(task_id).build_transaction(
-            {"from": keeper.address, "gas": 300_000, "nonce": w3.eth.get_transaction_count(keeper.address),
-             "chainId": crucible.chain.chain_id}
-        )  # fmt: skip
-        receipt = w3.eth.wait_for_transaction_receipt(w3.eth.send_raw_transaction(keeper.sign_transaction(transaction)))
-        assert receipt["status"] == 1
-        if wanted(crucible):
-            return crucible
-        provider.make_request("evm_revert", [snapshot])  # type: ignore[arg-type]
-    raise AssertionError("no check seed gave the wanted assignment in 40 tries")
-
-
-def warp(crucible: Crucible, timestamp: int) -> None:
-    from protocol import devnet
-
-    devnet.warp_to(crucible.chain, timestamp)
-
-
-def credits(crucible: Crucible, task_id: int, address: str, kind: int) -> int:
-    """Tokens credited to `address` in the task for one CreditKind (0 reward, 1 fee, 2 finder, 3 bond, 4 committee)."""
-    return sum(
-        int(e["amount"])
-        for e in crucible.events("TaskMarket", "Credited", taskId=task_id, account=address)
-        if int(e["kind"]) == kind
-    )
-
-
-@dataclass
-class DevnetTask:
-    """A task on the test's devnet with time-warped windows, a small arithmetic spec and its store."""
-
-    task_id: int
-    params: TaskParams
-    spec: EnvSpec
-    store: LocalStore
-    model_cid: str
-
-
-def create_small_task(
-    crucible: Crucible, home: Path, model_cid: str, creator: Signer, prompts: int, **changes: int
-) -> DevnetTask:
-    """Creates a task of `prompts` prompts x 4 samples a round, windows long enough to end only by warping."""
-    store = LocalStore(home / "store")
-    spec = default_spec("arithmetic")
-    spec.training.prompts_per_round, spec.training.group_size = prompts, 4
-    windows = {"submit_window_s": LONG_S, "validate_window_s": LONG_S, "challenge_window_s": LONG_S}
-    params = demo_task_params(**(windows | changes))
-    task_id = crucible.create_task(creator, params, model_cid, store.put(spec.canonical_bytes()))
-    return DevnetTask(task_id, params, spec, store, model_cid)
 
 
 def test_every_trainer_adversary_is_caught_slashed_and_left_out(
