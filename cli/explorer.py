@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 
 from cli.context import context
-from cli.output import emit_json, stderr
+from cli.output import stderr
 from protocol.errors import ConfigError
 
 RELAY_HELP = (
@@ -61,7 +62,7 @@ def serve(
         raise ConfigError(f"cannot listen on {host}:{port}: {error.strerror}") from None
     url = f"http://{host}:{listener.getsockname()[1]}"
     if json_output:
-        emit_json({"event": "serving", "url": url})
+        print(json.dumps({"event": "serving", "url": url}), flush=True)
     else:
         stderr.print(f"explorer at {url}")
     server = uvicorn.Server(uvicorn.Config(app_, log_level="warning"))

@@ -112,9 +112,8 @@ def create_app(
     )
 
     def html(template: str, http_status: int = 200, **context: Any) -> HTMLResponse:
-        body = environment.get_template(template).render(
-            sync_error=syncer.error, indexed_block=pages_index.last_block, **context
-        )
+        shown = {"sync_error": syncer.error, "indexed_block": pages_index.last_block} | context
+        body = environment.get_template(template).render(**shown)
         return HTMLResponse(body, status_code=http_status)
 
     def wants_json(request: Request) -> bool:

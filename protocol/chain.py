@@ -7,7 +7,8 @@
   finds its transaction already known is treated as sent.
 - Gas is estimated with a margin; a revert during estimation or in a mined transaction is decoded
   from the contracts' custom errors into a ContractRevert.
-- Receipts are awaited to a confirmation depth and checked to still be on the canonical chain.
+- Receipts are awaited to a confirmation depth and checked to still be on the canonical chain; a
+  transaction the node forgot (a reorg dropped it) is sent again from its signed bytes.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from protocol.contracts import artifact, decode_revert
 from protocol.errors import ChainError, ContractRevert, TransactionError
 
 GAS_MARGIN = 1.25
+REBROADCAST_AFTER_S = 3.0  # a transaction still unmined and unknown after this is sent again
 TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.HTTPError)
 
 
@@ -142,31 +144,43 @@ class Chain:
         with self._nonce_lock:
             transaction["nonce"] = self._nonce_for(signer.address)
             raw = signer.sign_transaction(transaction)
-            tx_hash = self._broadcast(raw, signer.address, transaction, signer)
+            tx_hash, raw = self._broadcast(raw, signer.address, transaction, signer)
             self._next_nonce[signer.address] = transaction["nonce"] + 1
-        return self.wait(tx_hash)
+        return self.wait(tx_hash, raw)
 
     def _nonce_for(self, address: str) -> int:
         pending = self._rpc(lambda: self.w3.eth.get_transaction_count(Web3.to_checksum_address(address), "pending"))
         return max(pending, self._next_nonce.get(address, 0))
 
-    def _broadcast(self, raw: bytes, address: str, transaction: dict[str, Any], signer: Signer) -> HexBytes:
+    def _broadcast(
+        self, raw: bytes, address: str, transaction: dict[str, Any], signer: Signer
+    ) -> tuple[HexBytes, bytes]:
+        """Sends signed bytes; returns the hash and the bytes that were sent (re-signed after a nonce clash)."""
         tx_hash = HexBytes(keccak(raw))
         try:
             self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
         except Web3RPCError as error:
             message = str(error).lower()
             if "already known" in message or self._known(tx_hash):
-                return tx_hash
+                return tx_hash, raw
             if "nonce" in message:
                 # Another process used this key: start again from the chain's count, once.
                 self._next_nonce.pop(address, None)
                 transaction["nonce"] = self._nonce_for(address)
                 raw = signer.sign_transaction(transaction)
                 self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
-                return HexBytes(keccak(raw))
+                return HexBytes(keccak(raw)), raw
             raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
-        return tx_hash
+        return tx_hash, raw
+
+    def _resend(self, raw: bytes) -> None:
+        try:
+            self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
+        except Web3RPCError as error:
+            # "nonce too low": its nonce was used since (by this very transaction, mined meanwhile, or
+            # another one): the receipt look-up decides.
+            if "nonce" not in str(error).lower() and "already known" not in str(error).lower():
+                raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
 
     def _known(self, tx_hash: HexBytes) -> bool:
         try:
@@ -183,22 +197,29 @@ class Chain:
         priority = self._rpc(lambda: self.w3.eth.max_priority_fee)
         return {"maxFeePerGas": 2 * base_fee + priority, "maxPriorityFeePerGas": priority}
 
-    def wait(self, tx_hash: HexBytes) -> TxReceipt:
-        """Waits for a receipt `confirmations` blocks deep on the canonical chain; decodes a revert."""
+    def wait(self, tx_hash: HexBytes, raw: bytes | None = None) -> TxReceipt:
+        """Waits for a receipt `confirmations` blocks deep on the canonical chain; decodes a revert.
+
+        A transaction the node no longer knows (a reorg dropped the block that held it, and with it the
+        transaction) is sent again from its signed bytes `raw`: the same nonce, so never twice."""
         deadline = time.monotonic() + self.receipt_timeout_s
         while True:
             try:
                 receipt = self._rpc(
                     lambda: self.w3.eth.wait_for_transaction_receipt(
                         tx_hash,
-                        timeout=max(0.1, deadline - time.monotonic()),
+                        timeout=max(0.1, min(REBROADCAST_AFTER_S, deadline - time.monotonic())),
                         poll_latency=self.poll_interval_s,
                     )
                 )
             except TimeExhausted:
-                raise TransactionError(
-                    f"transaction {tx_hash.to_0x_hex()} not mined in {self.receipt_timeout_s:.0f} s"
-                ) from None
+                if time.monotonic() >= deadline:
+                    raise TransactionError(
+                        f"transaction {tx_hash.to_0x_hex()} not mined in {self.receipt_timeout_s:.0f} s"
+                    ) from None
+                if raw is not None and not self._known(tx_hash):
+                    self._resend(raw)
+                continue
             if self._deep_enough(receipt, deadline):
                 break
         if receipt["status"] != 1:

@@ -477,7 +477,9 @@ class Auditor:
             if submission.rejected:
                 continue
             try:
-                updates.append((submission.submission, load_state_dict(submission.update_cid, self.store, self.device)))
+                updates.append(
+                    (submission.submission, load_state_dict(submission.update_cid, self.store, device=self.device))
+                )
             except CrucibleError as error:
                 audit.findings.append(Finding("artifact", f"included update {submission.update_cid}: {error}"))
         audit.recomputed_cid = publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, self.store)

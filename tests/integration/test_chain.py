@@ -107,3 +107,34 @@ def test_custom_errors_decoded(crucible: Crucible, dev: list[Signer]) -> None:
 def test_reverted_view_decoded(crucible: Crucible) -> None:
     with pytest.raises(ContractRevert, match="MarketUnknownTask"):
         crucible.deadlines(7, 0)
+
+
+def test_a_transaction_the_node_dropped_is_sent_again_once(crucible: Crucible, dev: list[Signer]) -> None:
+    """A reorg can drop a mined transaction from the chain and the pool; the sender notices it is unknown
+    and resends the same signed bytes (same nonce: never twice). Broken version: pass `raw=None` to
+    `wait` in `Chain._send` → the transfer is never mined and the call fails after its timeout."""
+    provider = crucible.chain.w3.provider
+    recipient = dev[8].address
+    before = crucible.balance_of(recipient)
+    nonce = crucible.chain.w3.eth.get_transaction_count(dev[3].address)
+    provider.make_request("evm_setAutomine", [False])  # type: ignore[arg-type]
+    result: dict[str, object] = {}
+    try:
+        sender = threading.Thread(target=lambda: result.update(receipt=crucible.transfer(dev[3], recipient, TOKEN)))
+        sender.start()
+        deadline = time.monotonic() + 30
+        while not crucible.chain.w3.eth.get_block("pending")["transactions"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (pending,) = crucible.chain.w3.eth.get_block("pending")["transactions"]
+        provider.make_request("anvil_dropTransaction", [pending.to_0x_hex()])  # type: ignore[arg-type]
+        assert not crucible.chain.w3.eth.get_block("pending")["transactions"]
+        # The sender puts it back within its rebroadcast interval.
+        while not crucible.chain.w3.eth.get_block("pending")["transactions"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+        sender.join(30)
+    finally:
+        provider.make_request("evm_setAutomine", [True])  # type: ignore[arg-type]
+    assert result["receipt"]["status"] == 1  # type: ignore[index]
+    assert crucible.balance_of(recipient) - before == TOKEN
+    assert crucible.chain.w3.eth.get_transaction_count(dev[3].address) == nonce + 1
