@@ -27,15 +27,17 @@ help:
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(SLITHER_STAMP) $(DEBIAN_STAMP)
 
-# Debian's ipfs-cid, an independent CID implementation the CID test compares against. Where it
-# cannot be installed (no root, no apt) the test says so and skips.
-$(DEBIAN_STAMP):
+# Debian packages the tests use: ipfs-cid (an independent CID implementation the CID test compares
+# against) and chromium (the browser the explorer's Playwright test drives). Where they cannot be
+# installed (no root, no apt) the tests that need them say so and skip.
+DEBIAN_PACKAGES := ipfs-cid chromium
+$(DEBIAN_STAMP): Makefile
 	@mkdir -p .tools
-	@if command -v ipfs_cid >/dev/null; then :; \
+	@if command -v ipfs_cid >/dev/null && command -v chromium >/dev/null; then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ipfs-cid) >/dev/null \
-		|| echo "could not install ipfs-cid: the CID comparison test will skip"; \
-	else echo "not root or no apt-get: ipfs-cid not installed, the CID comparison test will skip"; fi
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBIAN_PACKAGES)) >/dev/null \
+		|| echo "could not install $(DEBIAN_PACKAGES): the CID comparison and browser tests will skip"; \
+	else echo "not root or no apt-get: $(DEBIAN_PACKAGES) not installed, the tests that need them will skip"; fi
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -73,8 +75,8 @@ demo: setup build
 	$(VENV)/bin/crucible demo
 
 lint: setup build
-	$(VENV)/bin/ruff format --check protocol cli node validator tests scripts bench
-	$(VENV)/bin/ruff check protocol cli node validator tests scripts bench
+	$(VENV)/bin/ruff format --check protocol cli node validator explorer tests scripts bench
+	$(VENV)/bin/ruff check protocol cli node validator explorer tests scripts bench
 	$(VENV)/bin/mypy
 	$(FORGE) fmt --check contracts
 	PATH="$(FOUNDRY_BIN):$$PATH" $(SLITHER_VENV)/bin/slither . --compile-force-framework foundry \

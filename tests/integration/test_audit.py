@@ -288,3 +288,30 @@ def _browser_walk(url: str, task_id: int, ids: dict[str, int]) -> None:
             assert "unknown task" in page.locator("#error").inner_text()
         finally:
             browser.close()
+
+
+def test_audit_and_explorer_commands_refuse_bad_input_in_one_line(
+    crucible_home: Path, crucible: Crucible, dev: list[Signer], tmp_path: Path
+) -> None:
+    book, rpc = tmp_path / "deployment.json", crucible.chain.rpc_url
+    nonce = crucible.chain.w3.eth.get_transaction_count(dev[1].address)
+    cases = [
+        (["audit", "task", "7"], "unknown task 7"),
+        (["audit", "round", "7", "0"], "unknown task 7"),
+        (["audit", "submission", "zzz"], "malformed submission id"),
+        (["audit", "submission", "12345"], "unknown submission"),
+        (["audit", "task", "0", "--device", "tpu"], "unknown device"),
+        (["audit", "sync", "--confirmations", "-1"], "--confirmations"),
+        (["audit", "money", "3"], "unknown task 3"),
+        (["audit", "dispute", "12345", "--account", "dev1", "--yes"], "unknown submission"),
+        (["explorer", "serve", "--port", "70000"], "--port"),
+        (["explorer", "serve", "--sync-every", "0"], "--sync-every"),
+    ]
+    for args, fragment in cases:
+        done = cli(crucible_home, rpc, book, *args)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and done.stdout == "", (args, done.stdout, done.stderr)
+        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], (args, done.stderr)
+    assert crucible.chain.w3.eth.get_transaction_count(dev[1].address) == nonce
+    synced = cli(crucible_home, rpc, book, "audit", "sync", "--json")
+    assert synced.returncode == 0 and json.loads(synced.stdout)["total_events"] >= 1, synced.stderr
