@@ -32,6 +32,7 @@ from protocol.ids import decode_submission_id
 
 SCHEMA_VERSION = 1
 CHUNK_BLOCKS = 2000
+HEADER_BATCH = 200  # block headers asked for in one JSON-RPC batch (1: one request each)
 KEEP_TIPS = 256  # block hashes kept without events, to find a common ancestor after a reorg
 
 SCHEMA = """
@@ -131,12 +132,15 @@ def default_index_path(crucible: Crucible) -> Path:
 class EventIndex:
     """The events of one deployment in a SQLite file."""
 
-    def __init__(self, crucible: Crucible, path: Path, confirmations: int = 0) -> None:
+    def __init__(
+        self, crucible: Crucible, path: Path, confirmations: int = 0, header_batch: int = HEADER_BATCH
+    ) -> None:
         if confirmations < 0:
             raise ConfigError(f"--confirmations must be 0 or more, got {confirmations}")
         self.crucible = crucible
         self.path = path
         self.confirmations = confirmations
+        self.header_batch = max(1, header_batch)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, timeout=30, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -207,6 +211,23 @@ class EventIndex:
     def _block(self, number: int) -> Any:
         return self._rpc(lambda: self.crucible.chain.w3.eth.get_block(number))
 
+    def _headers(self, numbers: list[int]) -> list[Any]:
+        """Block headers, `header_batch` per JSON-RPC batch request."""
+        if self.header_batch == 1:
+            return [self._block(number) for number in numbers]
+        w3 = self.crucible.chain.w3
+        headers: list[Any] = []
+        for start in range(0, len(numbers), self.header_batch):
+
+            def batch(part: list[int] = numbers[start : start + self.header_batch]) -> list[Any]:
+                with w3.batch_requests() as requests:
+                    for number in part:
+                        requests.add(w3.eth.get_block(number))
+                    return list(requests.execute())
+
+            headers += self._rpc(batch)
+        return headers
+
     def _repair(self) -> int | None:
         """Returns the block the index was cut back to after a reorg, or None when none happened."""
         rows = self.db.execute("SELECT number, hash FROM blocks ORDER BY number DESC").fetchall()
@@ -230,10 +251,10 @@ class EventIndex:
         w3 = self.crucible.chain.w3
         addresses = [self.crucible.market.address, self.crucible.stakes.address]
         logs = self._rpc(lambda: w3.eth.get_logs({"fromBlock": start, "toBlock": end, "address": addresses}))
-        blocks: dict[int, tuple[str, int]] = {}
-        for number in sorted({int(log["blockNumber"]) for log in logs} | {end}):
-            header = self._block(number)
-            blocks[number] = (header["hash"].to_0x_hex(), int(header["timestamp"]))
+        blocks = {
+            int(header["number"]): (header["hash"].to_0x_hex(), int(header["timestamp"]))
+            for header in self._headers(sorted({int(log["blockNumber"]) for log in logs} | {end}))
+        }
         rows = []
         for log in logs:
             if HexBytes(log["blockHash"]).to_0x_hex() != blocks[int(log["blockNumber"])][0]:
