@@ -8,6 +8,7 @@ the round's next checkpoint is recomputed from the included updates, and the tas
 balanced to the wei from events against the contract's state.
 
 Findings (what an auditor acts on):
+- `pending-cheat`: the re-run fails it, but its round's check seed is not fixed yet.
 - `unsampled-cheat`: accepted without a check, yet the re-run fails it (dispute it).
 - `wrong-outcome`: the final outcome (accepted/rejected) contradicts the re-run.
 - `validator-disagrees`: an attestation or dispute vote contradicts the re-run (lazy or lying).
@@ -96,6 +97,7 @@ class SubmissionAudit:
     settled: bool
     reward_wei: int
     slashed_wei: int
+    seed_fixed: bool = True  # False: not yet known whether it is sampled, nor by whom checked
     rerun: Verdict | None = None
     findings: list[Finding] = field(default_factory=list)
 
@@ -338,6 +340,7 @@ class Auditor:
             settled=state.settled,
             reward_wei=0 if settled is None else int(settled.args["reward"]),
             slashed_wei=0 if settled is None else int(settled.args["slashed"]),
+            seed_fixed=bool(fixed),
         )
         for vote in votes:
             if vote.evidence_problem:
@@ -403,7 +406,11 @@ class Auditor:
         said = "valid" if verdict.valid else f"invalid ({verdict.failed_check}: {verdict.results[-1].reason})"
         if verdict.failed_check == "availability":
             audit.findings.append(Finding("artifact", f"the rollout file {audit.rollout_cid} is unavailable"))
-        if not verdict.valid and not audit.rejected:
+        if not verdict.valid and not audit.seed_fixed:
+            audit.findings.append(
+                Finding("pending-cheat", f"the re-run finds it {said}; its check seed is not fixed yet")
+            )
+        elif not verdict.valid and not audit.rejected:
             kind = "wrong-outcome" if audit.sampled else "unsampled-cheat"
             how = "accepted after its check" if audit.sampled else "accepted unchecked (not sampled)"
             audit.findings.append(Finding(kind, f"{how}, but the re-run finds it {said}: dispute it"))

@@ -16,12 +16,15 @@ VALID = Verdict([CheckResult("availability", True), CheckResult("update", True)]
 INVALID = Verdict([CheckResult("availability", True), CheckResult("rewards", False, reason="8 rewards differ")])
 
 
-def submission(sampled: bool, rejected: bool, votes: list[bool], rerun: Verdict) -> SubmissionAudit:
+def submission(
+    sampled: bool, rejected: bool, votes: list[bool], rerun: Verdict, seed_fixed: bool = True
+) -> SubmissionAudit:
     audit = SubmissionAudit(
         submission=1, task_id=0, round_index=0, trainer="0xT", rollout_cid="r", update_cid="u", work_units=10,
         block=5, sampled=sampled, assigned=[f"0xV{i}" for i in range(len(votes))],
         votes=[Vote(f"0xV{i}", valid, "e", "attest") for i, valid in enumerate(votes)], disputed_by=None,
         dispute_upheld=None, rejected=rejected, settled=False, reward_wei=0, slashed_wei=0, rerun=rerun,
+        seed_fixed=seed_fixed,
     )  # fmt: skip
     Auditor._judge(audit)
     return audit
@@ -36,6 +39,12 @@ def test_an_unsampled_cheat_is_flagged_for_a_dispute() -> None:
     audit = submission(sampled=False, rejected=False, votes=[], rerun=INVALID)
     assert kinds(audit) == ["unsampled-cheat"]
     assert "rewards" in audit.findings[0].message and "dispute" in audit.findings[0].message
+
+
+def test_a_cheat_before_its_check_seed_is_pending_not_accepted() -> None:
+    assert kinds(submission(sampled=False, rejected=False, votes=[], rerun=INVALID, seed_fixed=False)) == [
+        "pending-cheat"
+    ]
 
 
 def test_a_lazy_acceptance_flags_the_outcome_and_the_validator() -> None:
