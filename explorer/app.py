@@ -132,6 +132,11 @@ def create_app(
     async def bad_input(request: Request, error: BadInput) -> Response:
         return error_response(request, 400, str(error))
 
+    @app.exception_handler(CrucibleError)
+    async def unavailable(request: Request, error: CrucibleError) -> Response:
+        # The chain or a store did not answer: the page cannot be built now, try again later.
+        return error_response(request, 503, str(error))
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> Response:
         problems = "; ".join(
