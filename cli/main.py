@@ -44,17 +44,34 @@ def main(
 
 
 @app.command()
-def demo(json_output: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout.")) -> None:
-    """Walk one task's whole lifecycle on a private devnet and print what happened."""
+def demo(
+    rounds: int = typer.Option(3, "--rounds", help="Rounds of training."),
+    trainers: int = typer.Option(3, "--trainers", help="Trainer nodes (separate processes)."),
+    validators: int = typer.Option(2, "--validators", help="Validators (separate processes)."),
+    adversary: list[str] = typer.Option(
+        ["inflated-rewards"], "--adversary", help="A cheating trainer's strategy (repeatable)."
+    ),
+    env: str = typer.Option("arithmetic", "--env", help="Environment: arithmetic or sorting."),
+    size: str = typer.Option("tiny", "--size", help="Model size: tiny, small or base."),
+    warmup_steps: int = typer.Option(200, "--warmup-steps", help="Supervised warm-up steps of the initial model."),
+    prompts: int = typer.Option(8, "--prompts", help="Prompts each trainer answers per round."),
+    keep: bool = typer.Option(False, "--keep", help="Serve the explorer afterwards, until Ctrl-C."),
+    port: int = typer.Option(8600, "--port", help="The explorer's port with --keep."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
+) -> None:
+    """Run a whole decentralised RL task on a private devnet: trainers (one cheating) and validators as
+    separate processes, rounds of verified training, then accuracy, stakes, rewards and the money check."""
     from cli.demo import run_demo
+    from demo.runner import DemoOptions
 
-    run_demo(json_output)
+    options = DemoOptions(rounds, trainers, validators, list(adversary), env, size, warmup_steps, prompts, keep, port)
+    run_demo(options, json_output)
 
 
 def run() -> None:
     """Runs the CLI; a CrucibleError becomes one line on stderr and exit status 1."""
     try:
-        app(standalone_mode=False)
+        result = app(standalone_mode=False)
     except CrucibleError as error:
         stderr.print(f"error: {error}", markup=False, highlight=False)
         sys.exit(1)
@@ -70,5 +87,8 @@ def run() -> None:
             stderr.print(f"error: {error}", markup=False)
         sys.exit(int(getattr(error, "exit_code", 2)))
     except KeyboardInterrupt:
+        result = 130
+    # Typer answers Ctrl-C by returning 130 (with standalone_mode off), not by raising.
+    if result == 130:
         stderr.print("interrupted")
         sys.exit(130)

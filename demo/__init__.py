@@ -1,0 +1,1 @@
+"""`crucible demo`: every role as a separate process on a private devnet."""

@@ -1,0 +1,89 @@
+"""`crucible demo`: a whole task with every role a separate process, its JSON summary, its clean-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+CRUCIBLE = str(Path(sys.executable).parent / "crucible")
+
+
+def demo_processes() -> list[str]:
+    """Command lines of processes a demo started (their state folder is a crucible-demo-* temp dir)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "crucible-demo-" in command:
+            found.append(command)
+    return found
+
+
+def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path) -> None:
+    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
+    done = subprocess.run([CRUCIBLE, "demo", "--rounds", "1", "--warmup-steps", "50", "--prompts", "4", "--json"],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    # The initial checkpoint first, then the one each round agreed.
+    assert [r["round"] for r in summary["rounds"]] == [0, 1]
+    assert all(0.0 <= r["accuracy"] <= 1.0 for r in summary["rounds"])
+    assert summary["rounds"][0]["checkpoint_cid"] != summary["rounds"][1]["checkpoint_cid"]
+    accounts = {a["name"]: a for a in summary["accounts"]}
+    assert {a["role"] for a in accounts.values()} == {"trainer", "validator"} and len(accounts) == 5
+    cheat = accounts["trainer-3 (inflated-rewards)"]
+    assert cheat["adversary"] == "inflated-rewards" and cheat["rewards"] == 0
+    assert cheat["stake_after"] == cheat["stake_before"] - 500
+    for name in ("trainer-1", "trainer-2"):
+        assert accounts[name]["rewards"] > 0 and accounts[name]["stake_after"] == accounts[name]["stake_before"]
+    assert all(accounts[f"validator-{i}"]["rewards"] > 0 for i in (1, 2))
+    assert summary["money_check"]["balanced"] is True and summary["money_check"]["difference"] == "0"
+    assert summary["money_check"]["market"]["balanced"] is True
+    assert demo_processes() == []  # nothing left running
+
+
+def test_ctrl_c_stops_every_process_the_demo_started(tmp_path: Path) -> None:
+    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
+    demo = subprocess.Popen([CRUCIBLE, "demo", "--rounds", "3", "--warmup-steps", "20", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    deadline = time.monotonic() + 300
+    # Wait until the trainers and validators run (the node processes exist), then interrupt.
+    while (
+        time.monotonic() < deadline and sum(" node run " in c or " validator run " in c for c in demo_processes()) < 5
+    ):
+        assert demo.poll() is None, demo.communicate()[1][-2000:]
+        time.sleep(0.5)
+    assert demo.poll() is None
+    demo.send_signal(signal.SIGINT)
+    _, stderr = demo.communicate(timeout=60)
+    assert demo.returncode == 130 and "interrupted" in stderr, stderr[-2000:]
+    assert demo_processes() == []
+
+
+def test_demo_options_are_checked_before_anything_starts(tmp_path: Path) -> None:
+    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
+    cases = [
+        (["--rounds", "0"], "--rounds"),
+        (["--trainers", "1"], "adversaries need"),
+        (["--adversary", "sneaky"], "unknown adversary"),
+        (["--env", "chess"], "unknown environment"),
+        (["--size", "huge"], "unknown model size"),
+    ]
+    for args, fragment in cases:
+        done = subprocess.run([CRUCIBLE, "demo", *args], capture_output=True, text=True, env=env, timeout=60)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and done.stdout == "", (args, done.stderr)
+        assert len(lines) == 1 and fragment in lines[0], (args, done.stderr)
+    assert demo_processes() == []
