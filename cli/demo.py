@@ -65,10 +65,16 @@ def _print(summary: dict[str, Any], json_output: bool) -> None:
         )
     stdout.print(accounts)
     check = summary["money_check"]
+
+    def tokens(wei: str) -> str:
+        return f"{int(wei) / 10**18:,.2f}"
+
+    credited = sum(int(amount) for amount in check["out"]["credited"].values())
     stdout.print(
-        f"money check: bounty {check['in']['bounty']} + slashed {check['in']['slashed']} + bonds "
-        f"{check['in']['dispute_bonds']} = credited + refunded {check['out']['refunded']} + held "
-        f"{check['out']['held']} (wei): {'balanced' if check['balanced'] else 'NOT balanced'}"
+        f"money check (CRU): bounty {tokens(check['in']['bounty'])} + slashed {tokens(check['in']['slashed'])} + "
+        f"bonds {tokens(check['in']['dispute_bonds'])} = credited {tokens(str(credited))} + refunded "
+        f"{tokens(check['out']['refunded'])} + held {tokens(check['out']['held'])}: "
+        f"{'balanced to the wei' if check['balanced'] else 'NOT balanced'}"
     )
     if "explorer" not in summary:
         stdout.print("explorer: run `crucible demo --keep` to browse the finished task")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,7 @@ class TrainerNode(Participant):
                 self.reporter.event("task_ended", task=task_id)
                 break
             current = task.current_round
+            self._check_still_submitted(current)
             record = self.journal.get(current)
             if (record is None or record.status == "prepared") and not self._limit_reached():
                 self._take_part(current, spec)
@@ -128,6 +129,22 @@ class TrainerNode(Participant):
         )
 
     # ------------------------------------------------------------ one round
+
+    def _check_still_submitted(self, round_index: int) -> None:
+        """A reorg can drop a mined submission: while the window is open, a submission the chain no
+        longer holds goes back to "prepared" (same artifacts, same digest) and is sent again."""
+        record = self.journal.get(round_index)
+        if record is None or record.status != "submitted" or not record.proofs_digest:
+            return
+        deadline = self.crucible.deadlines(self.options.task_id, round_index).submit
+        if self.crucible.chain.now() >= deadline:
+            return
+        if self.crucible.submitted(self.options.task_id, round_index, self.address) is None:
+            self.reporter.event("resubmitting", round=round_index, reason="the chain no longer holds the submission")
+            self.crucible.chain.forget_nonce(self.address)
+            self.journal.record(round_index, replace(record, status="prepared", reason="dropped by a reorg"))
+            if round_index in self.summary.submitted:
+                self.summary.submitted.remove(round_index)
 
     def _take_part(self, round_index: int, spec: EnvSpec) -> None:
         task_id = self.options.task_id

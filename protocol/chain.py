@@ -148,6 +148,12 @@ class Chain:
             self._next_nonce[signer.address] = transaction["nonce"] + 1
         return self.wait(tx_hash, raw)
 
+    def forget_nonce(self, address: str) -> None:
+        """Drops the cached next nonce of `address`: after a reorg dropped its transactions the chain's
+        count is behind the cache, and a nonce from the cache would leave a gap that never mines."""
+        with self._nonce_lock:
+            self._next_nonce.pop(address, None)
+
     def _nonce_for(self, address: str) -> int:
         pending = self._rpc(lambda: self.w3.eth.get_transaction_count(Web3.to_checksum_address(address), "pending"))
         return max(pending, self._next_nonce.get(address, 0))
