@@ -95,21 +95,24 @@ class TrainerNode(Participant):
         spec = self.check_ready()
         task_id = self.options.task_id
         self.reporter.event("started", task=task_id, node=self.address, adversary=self._adversary_name())
-        while True:
+
+        def one_pass() -> bool:
             task = self.crucible.task(task_id)
             self._settle_and_claim()
             if task.ended:
                 self.reporter.event("task_ended", task=task_id)
-                break
+                return True
             current = task.current_round
             self._check_still_submitted(current)
             record = self.journal.get(current)
             if (record is None or record.status == "prepared") and not self._limit_reached():
                 self._take_part(current, spec)
             if self._limit_reached() and not self.journal.with_status("submitted"):
-                break
+                return True
             self._keep(current)
-            time.sleep(self.options.poll_s)
+            return False
+
+        self.poll_until(one_pass, self.options.poll_s)
         self._settle_and_claim()
         self.reporter.event(
             "finished",

@@ -30,7 +30,7 @@ from web3.types import TxReceipt
 
 from protocol.accounts import Signer
 from protocol.contracts import artifact, decode_revert
-from protocol.errors import ChainError, ContractRevert, TransactionError
+from protocol.errors import ChainError, ContractRevert, RpcUnreachable, TransactionError
 
 GAS_MARGIN = 1.25
 REBROADCAST_AFTER_S = 3.0  # a transaction still unmined and unknown after this is sent again
@@ -90,7 +90,7 @@ class Chain:
         try:
             return call()
         except TRANSPORT_ERRORS:
-            raise ChainError(f"RPC endpoint {self.rpc_url} is unreachable") from None
+            raise RpcUnreachable(f"RPC endpoint {self.rpc_url} is unreachable") from None
 
     # ------------------------------------------------------------ contracts
 

@@ -15,6 +15,10 @@ class ChainError(CrucibleError):
     """The chain could not be used: RPC unreachable, wrong chain id, missing deployment."""
 
 
+class RpcUnreachable(ChainError):
+    """The RPC endpoint did not answer, even after retries: an outage a long-running role waits out."""
+
+
 class TransactionError(ChainError):
     """A transaction was refused, failed or was not mined in time."""
 

@@ -3,15 +3,18 @@ alike (its state file, collecting its credits)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
 from protocol.client import Crucible, Deadlines, RoundState
 from protocol.config import crucible_home
-from protocol.errors import ContractRevert
+from protocol.errors import ContractRevert, RpcUnreachable
 from protocol.reporter import Reporter
 
+MAX_OUTAGE_BACKOFF_S = 10.0
 # Red-team modes run here only, unless forced.
 DEVNET_CHAIN_ID = 31337
 # Reverts that mean another participant already took a permissionless step, or a window just
@@ -42,6 +45,21 @@ class Participant:
         self.reporter = reporter
         self.task_id = task_id
         self.address = signer.address
+
+    def poll_until(self, one_pass: Callable[[], bool], poll_s: float) -> None:
+        """Runs `one_pass` every `poll_s` until it returns True. An RPC outage (after the provider's own
+        retries) is reported and waited out with a growing pause: every pass reads its duties from the
+        chain again, so work interrupted mid-way is found done, or redone, but never sent twice."""
+        pause = poll_s
+        while True:
+            try:
+                if one_pass():
+                    return
+                pause = poll_s
+            except RpcUnreachable as error:
+                pause = min(max(pause, poll_s) * 2, MAX_OUTAGE_BACKOFF_S)
+                self.reporter.event("rpc_unreachable", reason=str(error), retry_in_s=pause)
+            time.sleep(pause)
 
     def state_file(self, role: str) -> Path:
         """This identity's state file for the task: `$CRUCIBLE_HOME/<role>/<chain>-<market>-<task>-<address>.json`."""

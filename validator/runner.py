@@ -11,7 +11,6 @@ CIDs) so that a restart does not redo the work.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,16 +138,16 @@ class Validator(Participant):
         spec = self.check_ready()
         task_id = self.options.task_id
         self.reporter.event("started", task=task_id, validator=self.address, adversary=self.options.adversary)
-        while True:
+
+        def one_pass() -> bool:
             task = self.crucible.task(task_id)
-            current = task.current_round
-            self._seen_rounds.add(current)
+            self._seen_rounds.add(task.current_round)
             for round_index in sorted(self._seen_rounds - self._closed_rounds):
                 self._duties(round_index, spec)
             self._claim()
-            if task.ended or self._rounds_done():
-                break
-            time.sleep(self.options.poll_s)
+            return task.ended or self._rounds_done()
+
+        self.poll_until(one_pass, self.options.poll_s)
         self._claim()
         self.reporter.event(
             "finished",
