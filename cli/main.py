@@ -57,6 +57,9 @@ def demo(
     prompts: int = typer.Option(8, "--prompts", help="Prompts each trainer answers per round."),
     keep: bool = typer.Option(False, "--keep", help="Serve the explorer afterwards, until Ctrl-C."),
     port: int = typer.Option(8600, "--port", help="The explorer's port with --keep."),
+    unsafe_no_validation: bool = typer.Option(
+        False, "--unsafe-no-validation", help="Validators attest without checking: shows what cheats then do."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:
     """Run a whole decentralised RL task on a private devnet: trainers (one cheating) and validators as
@@ -64,7 +67,19 @@ def demo(
     from cli.demo import run_demo
     from demo.runner import DemoOptions
 
-    options = DemoOptions(rounds, trainers, validators, list(adversary), env, size, warmup_steps, prompts, keep, port)
+    options = DemoOptions(
+        rounds,
+        trainers,
+        validators,
+        list(adversary),
+        env,
+        size,
+        warmup_steps,
+        prompts,
+        keep,
+        port,
+        unsafe_no_validation,
+    )
     run_demo(options, json_output)
 
 

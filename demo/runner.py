@@ -59,6 +59,7 @@ class DemoOptions:
     prompts: int = 8
     keep: bool = False
     port: int = 8600
+    unsafe_no_validation: bool = False  # validators attest without checking (`--adversary lazy`): a lesson
 
     def check(self) -> None:
         """Refuses options that cannot make a demo, naming the first problem."""
@@ -261,8 +262,9 @@ class Demo:
             adversary = adversaries[i - (options.trainers - len(adversaries))] if i >= options.trainers - len(
                 adversaries) else None  # fmt: skip
             people.append(self._fund(crucible, creator, f"trainer-{i + 1}", "trainer", adversary))
+        lazy = "lazy" if options.unsafe_no_validation else None
         for i in range(options.validators):
-            people.append(self._fund(crucible, creator, f"validator-{i + 1}", "validator", None))
+            people.append(self._fund(crucible, creator, f"validator-{i + 1}", "validator", lazy))
         return people
 
     @staticmethod

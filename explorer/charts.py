@@ -24,8 +24,10 @@ def line_chart(title: str, labels: list[str], series: dict[str, list[float | Non
     def y(v: float) -> float:
         return TOP + plot_h * (1 - (v - bottom) / (top - bottom))
 
+    legend_rows = (len(series) + 1) // 2
+    height = HEIGHT + 14 * (legend_rows - 1)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" '
         f'role="img" aria-label="{escape(title)}" class="chart">',
         f'<text x="{LEFT}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>',
         f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="#888"/>',
@@ -48,9 +50,9 @@ def line_chart(title: str, labels: list[str], series: dict[str, list[float | Non
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
         for px, py in coords:
             parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{colour}"/>')
-        legend_x = LEFT + 8 + 150 * n
-        parts.append(f'<rect x="{legend_x}" y="{HEIGHT - 12}" width="10" height="3" fill="{colour}"/>')
-        parts.append(f'<text x="{legend_x + 14}" y="{HEIGHT - 8}" font-size="10">{escape(name)}</text>')
+        legend_x, legend_y = LEFT + 8 + 240 * (n % 2), HEIGHT - 8 + 14 * (n // 2)
+        parts.append(f'<rect x="{legend_x}" y="{legend_y - 4}" width="10" height="3" fill="{colour}"/>')
+        parts.append(f'<text x="{legend_x + 14}" y="{legend_y}" font-size="10">{escape(name)}</text>')
     if not values:
         parts.append(f'<text x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" text-anchor="middle">no data yet</text>')
     parts.append("</svg>")
