@@ -34,6 +34,7 @@ from protocol.errors import ChainError, ContractRevert, RpcUnreachable, Transact
 
 GAS_MARGIN = 1.25
 REBROADCAST_AFTER_S = 3.0  # a transaction still unmined and unknown after this is sent again
+KEEP_SENT = 256  # signed transactions kept per sender, to re-send what a reorg dropped
 TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.HTTPError)
 
 
@@ -85,6 +86,8 @@ class Chain:
             raise ChainError(f"wrong chain: {rpc_url} has chain id {self.chain_id}, expected {expected_chain_id}")
         self._nonce_lock = threading.Lock()
         self._next_nonce: dict[str, int] = {}
+        # The signed bytes of each sender's recent transactions by nonce: what a reorg drops is sent again.
+        self._sent: dict[str, dict[int, bytes]] = {}
 
     def _rpc(self, call: Callable[[], Any]) -> Any:
         try:
@@ -146,7 +149,11 @@ class Chain:
             raw = signer.sign_transaction(transaction)
             tx_hash, raw = self._broadcast(raw, signer.address, transaction, signer)
             self._next_nonce[signer.address] = transaction["nonce"] + 1
-        return self.wait(tx_hash, raw)
+            sent = self._sent.setdefault(signer.address, {})
+            sent[transaction["nonce"]] = raw
+            for old in [n for n in sent if n < transaction["nonce"] - KEEP_SENT]:
+                del sent[old]
+        return self.wait(tx_hash, raw, signer.address, transaction["nonce"])
 
     def forget_nonce(self, address: str) -> None:
         """Drops the cached next nonce of `address`: after a reorg dropped its transactions the chain's
@@ -179,6 +186,13 @@ class Chain:
             raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
         return tx_hash, raw
 
+    def _fill_gap(self, sender: str, nonce: int) -> None:
+        count = self._rpc(lambda: self.w3.eth.get_transaction_count(Web3.to_checksum_address(sender), "pending"))
+        sent = self._sent.get(sender, {})
+        for missing in range(count, nonce):
+            if missing in sent:
+                self._resend(sent[missing])
+
     def _resend(self, raw: bytes) -> None:
         try:
             self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
@@ -203,11 +217,15 @@ class Chain:
         priority = self._rpc(lambda: self.w3.eth.max_priority_fee)
         return {"maxFeePerGas": 2 * base_fee + priority, "maxPriorityFeePerGas": priority}
 
-    def wait(self, tx_hash: HexBytes, raw: bytes | None = None) -> TxReceipt:
+    def wait(
+        self, tx_hash: HexBytes, raw: bytes | None = None, sender: str | None = None, nonce: int | None = None
+    ) -> TxReceipt:
         """Waits for a receipt `confirmations` blocks deep on the canonical chain; decodes a revert.
 
         A transaction the node no longer knows (a reorg dropped the block that held it, and with it the
-        transaction) is sent again from its signed bytes `raw`: the same nonce, so never twice."""
+        transaction) is sent again from its signed bytes `raw`: the same nonce, so never twice. When the
+        sender's count on chain is below `nonce`, a reorg dropped earlier transactions of this sender
+        (already reported mined): they are sent again from their signed bytes, which unblocks this one."""
         deadline = time.monotonic() + self.receipt_timeout_s
         while True:
             try:
@@ -225,6 +243,8 @@ class Chain:
                     ) from None
                 if raw is not None and not self._known(tx_hash):
                     self._resend(raw)
+                if sender is not None and nonce is not None:
+                    self._fill_gap(sender, nonce)
                 continue
             if self._deep_enough(receipt, deadline):
                 break

@@ -138,3 +138,23 @@ def test_a_transaction_the_node_dropped_is_sent_again_once(crucible: Crucible, d
     assert result["receipt"]["status"] == 1  # type: ignore[index]
     assert crucible.balance_of(recipient) - before == TOKEN
     assert crucible.chain.w3.eth.get_transaction_count(dev[3].address) == nonce + 1
+
+
+def test_transactions_a_revert_dropped_are_sent_again_before_the_next_one(
+    crucible: Crucible, dev: list[Signer]
+) -> None:
+    """A reorg (here evm_revert) drops a transaction whose receipt was already returned; the sender's
+    next transaction would take the nonce after it and never mine. The sender re-sends the dropped one
+    from its signed bytes first. Broken version: make `_fill_gap` return at once → the second transfer
+    is not mined in time and the call fails."""
+    provider = crucible.chain.w3.provider
+    recipient = dev[7].address
+    before = crucible.balance_of(recipient)
+    nonce = crucible.chain.w3.eth.get_transaction_count(dev[4].address)
+    snapshot = provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
+    crucible.transfer(dev[4], recipient, TOKEN)  # mined, receipt returned...
+    provider.make_request("evm_revert", [snapshot])  # type: ignore[arg-type]
+    assert crucible.chain.w3.eth.get_transaction_count(dev[4].address) == nonce  # ...and dropped
+    crucible.transfer(dev[4], recipient, 2 * TOKEN)
+    assert crucible.balance_of(recipient) - before == 3 * TOKEN  # both, once each
+    assert crucible.chain.w3.eth.get_transaction_count(dev[4].address) == nonce + 2
