@@ -25,6 +25,34 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 
 
+def finish_round(crucible: Crucible, roles: Any, task_id: int, sid: int) -> None:
+    """Moves round 0 of a one-round task through its windows once its roles did each window's work,
+    then waits for every role process to exit cleanly."""
+    deadlines = crucible.deadlines(task_id, 0)
+    warp(crucible, deadlines.submit)
+    roles.wait_for("the attestation", lambda: crucible.events("TaskMarket", "Attested", submissionId=sid), 300)
+    warp(crucible, deadlines.validate)
+    roles.wait_for("an agreed checkpoint", lambda: crucible.round(task_id, 0).agreed_next != bytes(32), 300)
+    warp(crucible, deadlines.challenge)
+    for process in roles.started:
+        roles.wait_for(f"`{process.command}` to finish", lambda p=process: p.process.poll() is not None, 300)
+        assert process.process.returncode == 0, process.failed()
+
+
+def refund_and_balance(crucible: Crucible, creator: Signer, home: Path, folder: Path, task_id: int) -> None:
+    """The creator takes back what is left; `crucible audit money` must balance to the wei, holding nothing."""
+    if crucible.task(task_id).pool:
+        crucible.refund(creator, task_id)
+    done = subprocess.run(
+        [CRUCIBLE, "--rpc", crucible.chain.rpc_url, "--deployment", str(folder / "deployment.json"), "audit",
+         "money", str(task_id), "--json"],
+        capture_output=True, text=True, env={**os.environ, "CRUCIBLE_HOME": str(home)}, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    books = json.loads(done.stdout)
+    assert books["balanced"] and books["market"]["balanced"] and books["out"]["held"] == "0"
+
+
 def test_a_reorg_that_drops_a_submission_is_noticed_and_the_node_resubmits(
     model_cid_factory: Callable[[Path], str],
     crucible_home: Path,
@@ -58,30 +86,13 @@ def test_a_reorg_that_drops_a_submission_is_noticed_and_the_node_resubmits(
     sid = submission_id(task.task_id, 0, trainer.address)
 
     roles.start("validator", "--task", str(task.task_id), "--account", "env", "--rounds", "1", key=validator_key)
-    deadlines = crucible.deadlines(task.task_id, 0)
-    warp(crucible, deadlines.submit)
-    roles.wait_for("the attestation", lambda: crucible.events("TaskMarket", "Attested", submissionId=sid), 300)
-    warp(crucible, deadlines.validate)
-    roles.wait_for("an agreed checkpoint", lambda: crucible.round(task.task_id, 0).agreed_next != bytes(32), 300)
-    warp(crucible, deadlines.challenge)
-    for process in roles.started:
-        roles.wait_for(f"`{process.command}` to finish", lambda p=process: p.process.poll() is not None, 300)
-        assert process.process.returncode == 0, process.failed()
+    finish_round(crucible, roles, task.task_id, sid)
 
     # The honest node: paid once, stake whole; the books balance.
     assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
     assert credits(crucible, task.task_id, trainer.address, 0) > 0
     assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
-    if crucible.task(task.task_id).pool:
-        crucible.refund(dev[0], task.task_id)
-    done = subprocess.run(
-        [CRUCIBLE, "--rpc", crucible.chain.rpc_url, "--deployment", str(tmp_path / "deployment.json"), "audit",
-         "money", str(task.task_id), "--json"],
-        capture_output=True, text=True, env={**os.environ, "CRUCIBLE_HOME": str(crucible_home)}, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    books = json.loads(done.stdout)
-    assert books["balanced"] and books["market"]["balanced"] and books["out"]["held"] == "0"
+    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
 
 
 def test_an_rpc_outage_is_waited_out_and_nothing_is_sent_twice(
@@ -114,26 +125,11 @@ def test_an_rpc_outage_is_waited_out_and_nothing_is_sent_twice(
     assert node.seen("rpc_unreachable") and checker.seen("rpc_unreachable")
     sid = submission_id(task.task_id, 0, trainer.address)
     roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 300)
-    deadlines = crucible.deadlines(task.task_id, 0)
-    warp(crucible, deadlines.submit)
-    roles.wait_for("the attestation", lambda: crucible.events("TaskMarket", "Attested", submissionId=sid), 300)
-    warp(crucible, deadlines.validate)
-    roles.wait_for("an agreed checkpoint", lambda: crucible.round(task.task_id, 0).agreed_next != bytes(32), 300)
-    warp(crucible, deadlines.challenge)
-    for process in roles.started:
-        roles.wait_for(f"`{process.command}` to finish", lambda p=process: p.process.poll() is not None, 300)
-        assert process.process.returncode == 0, process.failed()
+    finish_round(crucible, roles, task.task_id, sid)
     proxy.cut()
     # Nothing sent twice: one submission, one attestation, one settlement, the stake whole.
     assert len(crucible.submissions(task.task_id, 0)) == 1
     assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
     assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
     assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
-    if crucible.task(task.task_id).pool:
-        crucible.refund(dev[0], task.task_id)
-    done = subprocess.run(
-        [CRUCIBLE, "--rpc", crucible.chain.rpc_url, "--deployment", str(tmp_path / "deployment.json"), "audit",
-         "money", str(task.task_id), "--json"],
-        capture_output=True, text=True, env={**os.environ, "CRUCIBLE_HOME": str(crucible_home)}, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0 and json.loads(done.stdout)["balanced"], done.stderr
+    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
