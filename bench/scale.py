@@ -25,7 +25,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from eth_account import Account
 from eth_utils import keccak
 
 from protocol import devnet
@@ -43,13 +42,8 @@ LONG_S = 3600
 
 
 def _signers(crucible: Crucible, funder: Signer, label: str, count: int) -> list[Signer]:
-    signers = []
-    for index in range(count):
-        account = Account.from_key(keccak(text=f"crucible-scale-{label}-{index}"))
-        crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
-        crucible.transfer(funder, account.address, 2000 * TOKEN)
-        signers.append(Signer(account.address, f"{label}{index}", account))
-    return signers
+    seeds = [(f"crucible-scale-{label}-{index}", f"{label}{index}") for index in range(count)]
+    return [devnet.funded_account(crucible, funder, seed, 2000 * TOKEN, name)[0] for seed, name in seeds]
 
 
 def measure(trainers: int, validators: int, threads: int, folder: Path) -> dict[str, Any]:

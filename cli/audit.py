@@ -14,7 +14,7 @@ from rich.table import Table
 from cli.context import confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
 from protocol.errors import ConfigError
-from protocol.ids import decode_submission_id
+from protocol.ids import decode_submission_id, parse_submission_id
 from protocol.values import format_tokens
 
 app = typer.Typer(
@@ -27,17 +27,6 @@ INDEX = typer.Option(None, "--index", help="The SQLite event index (default: the
 CONFIRMATIONS = typer.Option(0, "--confirmations", help="Index only blocks this many deep.")
 DEVICE = typer.Option("cpu", "--device", help="cpu or cuda, for the re-runs.")
 RERUN = typer.Option(True, "--rerun/--no-rerun", help="Re-run every check (default) or only read the history.")
-
-
-def parse_submission_id(text: str) -> int:
-    """A submission id in decimal or 0x hex; ConfigError naming it otherwise."""
-    try:
-        value = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
-    except ValueError:
-        raise ConfigError(f"malformed submission id {text!r}: a decimal or 0x-hex number") from None
-    if not 0 < value < 2**256:
-        raise ConfigError(f"submission id {text} is out of range")
-    return value
 
 
 @contextmanager

@@ -24,9 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eth_account import Account
-from eth_utils import keccak
-
 from protocol import devnet
 from protocol.accounts import Signer, load_signer
 from protocol.artifacts.store import LocalStore
@@ -269,12 +266,9 @@ class Demo:
 
     @staticmethod
     def _fund(crucible: Crucible, creator: Signer, name: str, role: str, adversary: str | None) -> Participant:
-        key = "0x" + keccak(text=f"crucible-demo-{name}").hex()
-        account = Account.from_key(key)
-        crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
-        crucible.transfer(creator, account.address, 5000 * TOKEN)
+        signer, key = devnet.funded_account(crucible, creator, f"crucible-demo-{name}", 5000 * TOKEN, name=name)
         label = f"{name} ({adversary})" if adversary else name
-        return Participant(label, role, Signer(account.address, name, account), key, adversary)
+        return Participant(label, role, signer, key, adversary)
 
     def _round(
         self,

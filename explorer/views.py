@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from protocol.errors import ConfigError, CrucibleError
-from protocol.ids import decode_submission_id
+from protocol.ids import decode_submission_id, parse_submission_id
 from protocol.values import checked_address, checked_cid, format_tokens
 from validator.audit import CREDIT_KINDS, Auditor, money_check
 from validator.evidence import parse_evidence
@@ -28,14 +28,10 @@ class BadInput(Exception):
 
 
 def parse_submission(text: str) -> int:
-    """A submission id in decimal or 0x hex, below 2**256."""
     try:
-        value = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
-    except ValueError:
-        raise BadInput(f"malformed submission id {text[:80]!r}: a decimal or 0x-hex number") from None
-    if not 0 <= value < 2**256:
-        raise BadInput(f"submission id {text[:80]} is out of range")
-    return value
+        return parse_submission_id(text)
+    except ConfigError as error:
+        raise BadInput(str(error)) from None
 
 
 def parse_address(text: str) -> str:

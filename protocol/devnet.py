@@ -11,6 +11,11 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from protocol.accounts import Signer
+    from protocol.client import Crucible
 
 from protocol.config import REPO_ROOT, crucible_home, devnet_settings
 from protocol.errors import ChainError
@@ -195,3 +200,20 @@ def warp_to(chain: object, timestamp: int) -> None:
     if timestamp > now:
         chain.w3.provider.make_request("evm_setNextBlockTimestamp", [timestamp])  # type: ignore[arg-type]
     chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+
+
+def funded_account(
+    crucible: Crucible, funder: Signer, seed: str, tokens_wei: int, name: str | None = None
+) -> tuple[Signer, str]:
+    """A devnet account whose key is keccak(`seed`) (a rerun finds the same one), given ether with
+    Anvil's setBalance and `tokens_wei` tokens from `funder`; returns its Signer (called `name`) and key."""
+    from eth_account import Account
+    from eth_utils import keccak
+
+    from protocol.accounts import Signer
+
+    key = "0x" + keccak(text=seed).hex()
+    account = Account.from_key(key)
+    crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
+    crucible.transfer(funder, account.address, tokens_wei)
+    return Signer(account.address, name or seed, account), key

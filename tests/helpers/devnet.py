@@ -7,9 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from eth_account import Account
-from eth_utils import keccak
-
+from protocol import devnet
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore
 from protocol.chain import Chain
@@ -24,11 +22,7 @@ LONG_S = 3600  # windows the test ends by warping the clock, never by waiting
 
 def funded_account(crucible: Crucible, funder: Signer, label: str) -> tuple[Signer, str]:
     """A fresh account (key derived from `label`) with devnet ether and 5,000 tokens, and its key."""
-    key = "0x" + keccak(text=f"crucible-test-{label}").hex()
-    account = Account.from_key(key)
-    crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
-    crucible.transfer(funder, account.address, 5000 * TOKEN)
-    return Signer(account.address, label, account), key
+    return devnet.funded_account(crucible, funder, f"crucible-test-{label}", 5000 * TOKEN, name=label)
 
 
 def fix_check_seed_where(
