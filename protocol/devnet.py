@@ -73,6 +73,7 @@ def start_anvil(
         "--mnemonic",
         settings.mnemonic,
     ]
+    resumed = state_path is not None and state_path.exists()
     if state_path is not None:
         command += ["--state", str(state_path), "--state-interval", "5"]
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,10 +83,33 @@ def start_anvil(
         )
     try:
         wait_for_rpc(f"http://127.0.0.1:{port}")
+        if resumed:
+            _keep_clock(f"http://127.0.0.1:{port}")
     except ChainError:
         process.kill()
         raise
     return process
+
+
+def _rpc(rpc_url: str, method: str, params: list[object]) -> object:
+    import httpx
+
+    response = httpx.post(rpc_url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=10)
+    document = response.json()
+    if "error" in document:
+        raise ChainError(f"{method} failed: {document['error'].get('message', document['error'])}")
+    return document["result"]
+
+
+def _keep_clock(rpc_url: str) -> None:
+    """Anvil loads a saved state's blocks but not its clock offset: its next block would carry the wall
+    clock, earlier than a warped chain's last block (time running backwards, deadlines un-passed). Setting
+    the next block's time just after the last one makes Anvil's clock go on from there."""
+    latest = _rpc(rpc_url, "eth_getBlockByNumber", ["latest", False])
+    assert isinstance(latest, dict)
+    last = int(str(latest["timestamp"]), 16)
+    if last >= int(time.time()):
+        _rpc(rpc_url, "evm_setNextBlockTimestamp", [last + 1])
 
 
 @dataclass

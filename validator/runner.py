@@ -229,6 +229,7 @@ class Validator(Participant):
         known = self.journal.get(submission)
         if known is not None:
             return bool(known["valid"]), str(known["evidence_cid"])
+        self.reporter.event("checking", submission=str(submission), purpose=purpose)
         claim = self._claim_of(event)
         if self.options.adversary is not None:
             valid = self.options.adversary == "lazy"

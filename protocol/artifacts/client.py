@@ -268,13 +268,23 @@ class RelayStore:
         self.cache = cache
         self.signer = signer
         self.fetcher = Fetcher(self.urls, cache, show_progress=False)
+        self.missed: list[str] = []
 
     def put(self, data: bytes) -> str:
+        """Uploads to every relay; succeeds when at least one took it (a relay that is down or refuses
+        must not stop a node mid-round). The other relays' errors are kept in `missed`."""
         if self.signer is None:
             raise ConfigError("uploading to relays needs an account to sign with")
         cid = self.cache.put(data)
+        errors = []
         for url in self.urls:
-            upload(url, self.cache.path_for(cid), self.signer)
+            try:
+                upload(url, self.cache.path_for(cid), self.signer)
+            except ArtifactError as error:
+                errors.append(str(error))
+        if len(errors) == len(self.urls):
+            raise ArtifactError("; ".join(errors))
+        self.missed.extend(errors)
         return cid
 
     def get(self, cid: str) -> bytes:

@@ -65,9 +65,10 @@ class Roles:
         self.home, self.rpc_url, self.book = home, rpc_url, book
         self.started: list[RoleProcess] = []
 
-    def start(self, role: str, *args: str, key: str | None = None) -> RoleProcess:
-        """Starts `crucible <role> run ARGS --json` with CRUCIBLE_PRIVATE_KEY=key when given."""
-        process = RoleProcess(self.home, self.rpc_url, self.book, role, *args, key=key)
+    def start(self, role: str, *args: str, key: str | None = None, home: Path | None = None) -> RoleProcess:
+        """Starts `crucible <role> run ARGS --json` with CRUCIBLE_PRIVATE_KEY=key when given (in another
+        state folder than the test's when `home` is given: its own store, journal and keys)."""
+        process = RoleProcess(home or self.home, self.rpc_url, self.book, role, *args, key=key)
         self.started.append(process)
         return process
 

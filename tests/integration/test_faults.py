@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,9 +17,15 @@ from urllib.parse import urlparse
 import pytest
 from helpers.devnet import TOKEN, create_small_task, credits, funded_account, warp
 from helpers.proxy import TcpProxy
+from helpers.relays import RelayProcess
 
+from protocol import devnet
 from protocol.accounts import Signer
+from protocol.artifacts.client import upload
+from protocol.artifacts.store import LocalStore
+from protocol.chain import Chain
 from protocol.client import Crucible, Role
+from protocol.deployment import deploy
 from protocol.ids import submission_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -133,3 +140,168 @@ def test_an_rpc_outage_is_waited_out_and_nothing_is_sent_twice(
     assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
     assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
     refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+
+
+def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_round_once(
+    model_cid_factory: Callable[[Path], str],
+    crucible_home: Path,
+    crucible: Crucible,
+    dev: list[Signer],
+    roles: Any,
+    tmp_path: Path,
+) -> None:
+    """The node is SIGKILLed while it generates, the validator while it checks; each is restarted on its
+    state folder. Broken versions: make the validator's `_voted` look-up always say no and drop its journal
+    → the restarted checker attests a second time and the contract's MarketAlreadyVoted surfaces as
+    `raced` (the count below still holds, the contract being the last guard); make NodeRunner resubmit
+    without its journal and the on-chain look-up → the second `submit` reverts and the node exits 1."""
+    task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
+                             validators_per_check=1)  # fmt: skip
+    trainer, trainer_key = funded_account(crucible, dev[0], "restart-trainer")
+    crucible.stake(trainer, 1200 * TOKEN, Role.TRAINER)
+    validator, validator_key = funded_account(crucible, dev[0], "restart-validator")
+    crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+    crucible.join_task(validator, task.task_id)
+    args = ("--task", str(task.task_id), "--account", "env", "--rounds", "1")
+
+    node = roles.start("node", *args, key=trainer_key)
+    roles.wait_for("the node at work", lambda: node.seen("round_opened"), 300)
+    roles.kill(node)
+    assert crucible.submissions(task.task_id, 0) == [], "killed before it submitted"
+    roles.start("node", *args, key=trainer_key)
+    roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 300)
+    sid = submission_id(task.task_id, 0, trainer.address)
+
+    warp(crucible, crucible.deadlines(task.task_id, 0).submit)
+    checker = roles.start("validator", *args, key=validator_key)
+    roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
+    roles.kill(checker)
+    assert not crucible.events("TaskMarket", "Attested", submissionId=sid), "killed before it attested"
+    roles.start("validator", *args, key=validator_key)
+    finish_round(crucible, roles, task.task_id, sid)
+
+    assert len(crucible.submissions(task.task_id, 0)) == 1
+    assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
+    assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
+    assert not crucible.submission(sid).rejected
+    rewards = [e for e in crucible.events("TaskMarket", "Credited", taskId=task.task_id, account=trainer.address)
+               if int(e["kind"]) == 0]  # fmt: skip
+    assert len(rewards) == 1 and int(rewards[0]["amount"]) > 0
+    assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
+    assert crucible.stake_account(validator.address).staked == 200 * TOKEN
+    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+
+
+def test_a_relay_killed_mid_download_and_one_serving_corrupted_bytes_cost_the_honest_trainer_nothing(
+    model_cid_factory: Callable[[Path], str],
+    crucible_home: Path,
+    crucible: Crucible,
+    dev: list[Signer],
+    roles: Any,
+    tmp_path: Path,
+) -> None:
+    """The node and the validator keep their own state folders and meet only through three relays: `bad`
+    serves every file with one byte flipped, `slow` is killed while the validator downloads from it,
+    `good` is sound. Untried relays are chosen in the order given, so the validator's first fetch goes to
+    `bad`, then to `slow`. Broken version: drop the `verifier.matches()` test in Fetcher._attempt → the
+    validator checks flipped bytes, rejects the honest submission and the trainer is slashed."""
+    bad, slow, good = (RelayProcess(crucible_home, tmp_path / name, *options) for name, options in
+                       (("bad", ()), ("slow", ("--rate-limit-mbps", "0.3")), ("good", ())))  # fmt: skip
+    relays = (bad, slow, good)
+    try:
+        task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
+                                 validators_per_check=1)  # fmt: skip
+        local = LocalStore(crucible_home / "store")
+        for relay in relays:  # the creator's checkpoint and environment spec
+            for cid in local.cids():
+                upload(relay.url, local.path_for(cid), dev[0])
+        trainer, trainer_key = funded_account(crucible, dev[0], "relay-trainer")
+        crucible.stake(trainer, 1200 * TOKEN, Role.TRAINER)
+        validator, validator_key = funded_account(crucible, dev[0], "relay-validator")
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task.task_id)
+        args = ("--task", str(task.task_id), "--account", "env", "--rounds", "1",
+                "--store", ",".join(relay.url for relay in relays))  # fmt: skip
+
+        roles.start("node", *args, key=trainer_key, home=tmp_path / "node-home")
+        roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 300)
+        sid = submission_id(task.task_id, 0, trainer.address)
+        for cid in LocalStore(bad.store).cids():
+            damaged = bytearray((bad.store / cid).read_bytes())
+            damaged[len(damaged) // 2] ^= 0xFF
+            (bad.store / cid).write_bytes(bytes(damaged))
+
+        warp(crucible, crucible.deadlines(task.task_id, 0).submit)
+        checker = roles.start("validator", *args, key=validator_key, home=tmp_path / "validator-home")
+        roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
+        time.sleep(1.0)
+        slow.kill()
+        assert not checker.seen("checked"), "the relay died while the validator was still downloading"
+        finish_round(crucible, roles, task.task_id, sid)
+    finally:
+        for relay in relays:
+            relay.kill()
+
+    (attested,) = crucible.events("TaskMarket", "Attested", submissionId=sid)
+    assert attested["valid"] and not crucible.submission(sid).rejected
+    assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
+    assert credits(crucible, task.task_id, trainer.address, 0) > 0
+    assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
+    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+
+
+def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
+    model_cid_factory: Callable[[Path], str],
+    crucible_home: Path,
+    dev: list[Signer],
+    roles: Any,
+    tmp_path: Path,
+) -> None:
+    """A devnet of its own (Anvil with `--state`), stopped while the validator checks and started again
+    from its saved state on the same port; both roles wait it out. Broken versions: start the second Anvil
+    without `--state` → the chain restarts empty and the height check fails; drop `_keep_clock` from
+    devnet.start_anvil → Anvil's next block carries the wall clock, before the warped submission deadline,
+    the validator sees the check window not yet open and the wait for its attestation times out."""
+    port = devnet.free_port()
+    state, log = tmp_path / "anvil-state.json", tmp_path / "anvil.log"
+    anvil = devnet.start_anvil(port, log, state)
+    try:
+        rpc_url = f"http://127.0.0.1:{port}"
+        chain = Chain(rpc_url)
+        deployment = deploy(chain, dev[0], token_holders=tuple(s.address for s in dev), unbonding_period_s=120)
+        deployment.save(tmp_path / "deployment.json")  # where `roles` and the money check look
+        roles.rpc_url = rpc_url
+        crucible = Crucible(chain, deployment)
+        task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
+                                 validators_per_check=1)  # fmt: skip
+        trainer, trainer_key = funded_account(crucible, dev[0], "anvil-trainer")
+        crucible.stake(trainer, 1200 * TOKEN, Role.TRAINER)
+        validator, validator_key = funded_account(crucible, dev[0], "anvil-validator")
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task.task_id)
+        args = ("--task", str(task.task_id), "--account", "env", "--rounds", "1")
+        roles.start("node", *args, key=trainer_key)
+        roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 300)
+        sid = submission_id(task.task_id, 0, trainer.address)
+        warp(crucible, crucible.deadlines(task.task_id, 0).submit)
+        checker = roles.start("validator", *args, key=validator_key)
+        roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
+
+        height = crucible.chain.w3.eth.block_number
+        anvil.send_signal(signal.SIGTERM)  # Anvil writes its state on the way out
+        anvil.wait(timeout=30)
+        time.sleep(3)
+        anvil = devnet.start_anvil(port, log, state)
+        assert crucible.chain.w3.eth.block_number >= height, "the chain came back at its height, not from genesis"
+        assert len(crucible.submissions(task.task_id, 0)) == 1, "the saved state kept the submission"
+        finish_round(crucible, roles, task.task_id, sid)
+
+        assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
+        assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
+        assert not crucible.submission(sid).rejected and credits(crucible, task.task_id, trainer.address, 0) > 0
+        assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
+        assert crucible.stake_account(validator.address).staked == 200 * TOKEN
+        refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+    finally:
+        anvil.terminate()
+        anvil.wait(timeout=30)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import httpx
 import pytest
 import torch
 from eth_account.messages import encode_defunct
+from helpers.relays import RelayProcess
 
 from protocol import devnet
 from protocol.accounts import load_signer
@@ -28,30 +28,6 @@ from protocol.errors import ArtifactError
 
 pytestmark = pytest.mark.integration
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
-
-
-class RelayProcess:
-    def __init__(self, home: Path, store: Path, *options: str, prefix: tuple[str, ...] = ()) -> None:
-        self.port = devnet.free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.store = store
-        env = {**os.environ, "CRUCIBLE_HOME": str(home)}
-        command = [CRUCIBLE, *prefix, "relay", "serve", "--port", str(self.port), "--store", str(store), *options]
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.kill()
-        raise RuntimeError("relay did not start")
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
 
 
 @pytest.fixture
