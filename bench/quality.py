@@ -2,13 +2,13 @@
 
 - decentralised: 3 honest trainer nodes, the validators' outer aggregation of their updates;
 - alone: 1 trainer node answering 3x the prompts a round (the same total rollouts);
-- poisoned, validation on: 2 honest nodes and a `garbage-update` node, honest validators;
+- poisoned, validation on: 2 honest nodes and a `poisoned-update` node, honest validators;
 - poisoned, validation off: the same with `--unsafe-no-validation` (validators attest unchecked).
 
 Reports the held-out accuracy (greedy and sampled) of every checkpoint of each run, and writes the
 sampled-accuracy curves as an SVG next to docs/benchmarks.md.
 
-Run: .venv/bin/python -m bench.quality [--rounds 6] [--prompts 8] [--warmup-steps 200] [--json]
+Run: .venv/bin/python -m bench.quality [--rounds 6] [--prompts 8] [--warmup-steps 600] [--json]
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ def configurations(rounds: int, prompts: int, warmup: int) -> dict[str, DemoOpti
     return {
         "decentralised (3 nodes)": DemoOptions(trainers=3, adversaries=[], prompts=prompts, **common),
         "alone (1 node, 3x prompts)": DemoOptions(trainers=1, adversaries=[], prompts=3 * prompts, **common),
-        "poisoned, validation on": DemoOptions(trainers=3, adversaries=["garbage-update"], prompts=prompts, **common),
+        "poisoned, validation on": DemoOptions(trainers=3, adversaries=["poisoned-update"], prompts=prompts, **common),
         "poisoned, validation off": DemoOptions(
-            trainers=3, adversaries=["garbage-update"], prompts=prompts, unsafe_no_validation=True, **common
+            trainers=3, adversaries=["poisoned-update"], prompts=prompts, unsafe_no_validation=True, **common
         ),
     }
 
@@ -42,7 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--warmup-steps", type=int, default=200)
+    parser.add_argument("--warmup-steps", type=int, default=DemoOptions.warmup_steps)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     results: dict[str, Any] = {}

@@ -20,7 +20,7 @@ app = typer.Typer(no_args_is_help=True, help="Make, publish and evaluate models.
 
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 # Warm-up steps per size: enough for a partly right model (RL needs a signal), little enough to be quick.
-WARMUP_STEPS = {"tiny": 400, "small": 400, "base": 600}
+WARMUP_STEPS = {"tiny": 600, "small": 600, "base": 600}
 
 
 def _spec(env: str) -> EnvSpec:

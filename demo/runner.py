@@ -52,7 +52,7 @@ class DemoOptions:
     adversaries: list[str] = field(default_factory=lambda: ["inflated-rewards"])
     env: str = "arithmetic"
     size: str = "tiny"
-    warmup_steps: int = 200
+    warmup_steps: int = 600
     prompts: int = 8
     keep: bool = False
     port: int = 8600

@@ -25,6 +25,8 @@ from protocol.work import RoundContext, Slot
 if TYPE_CHECKING:
     import torch
 
+POISON_SCALE = 20.0  # how much the poisoned-update adversary amplifies its reversed update
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -202,6 +204,16 @@ class Withheld(Adversary):
     stores_artifacts = False
 
 
+class PoisonedUpdate(Adversary):
+    name = "poisoned-update"
+    description = "publishes honest rollouts with its update reversed and amplified (-20 x): reward ascent undone"
+
+    def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
+        # Model poisoning by a scaled sign flip: in a mean of a few updates this one outweighs the honest
+        # ones and pushes the aggregate against the reward. Only the update replay can see it.
+        return {name: value * -POISON_SCALE for name, value in update.items()}
+
+
 ADVERSARIES: dict[str, type[Adversary]] = {
     kind.name: kind
     for kind in (
@@ -213,6 +225,7 @@ ADVERSARIES: dict[str, type[Adversary]] = {
         Copied,
         Replay,
         GarbageUpdate,
+        PoisonedUpdate,
         Withheld,
     )
 }

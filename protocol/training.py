@@ -133,7 +133,7 @@ def supervised_warmup(
     steps: int,
     seed: int,
     batch_size: int = 64,
-    learning_rate: float = 3e-3,
+    learning_rate: float = 1e-3,
     on_step: Callable[[int, float], None] | None = None,
 ) -> float:
     """Teaches the model the answer format with cross-entropy on answers; returns the last loss.

@@ -54,7 +54,7 @@ class TrainingSettings(_Strict):
     group_size: int = Field(
         8, ge=2, le=256, description="Completions per prompt; advantages are normalised in a group."
     )
-    learning_rate: float = Field(3e-4, gt=0, le=1, description="AdamW learning rate of the local update.")
+    learning_rate: float = Field(1e-4, gt=0, le=1, description="AdamW learning rate of the local update.")
     inner_steps: int = Field(4, ge=1, le=1000, description="Optimizer steps over the round's rollouts.")
     kl_weight: float = Field(0.0, ge=0, description="Weight of the KL penalty to the round's checkpoint.")
     clip_epsilon: float = Field(0.2, gt=0, le=1, description="PPO-style ratio clip.")

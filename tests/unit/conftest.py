@@ -14,10 +14,12 @@ from protocol.work import RoundContext
 
 @pytest.fixture(scope="session")
 def tiny() -> LoadedModel:
-    """A tiny Llama with the character tokenizer after 150 warm-up steps on arithmetic (some answers right)."""
+    """A tiny Llama with the character tokenizer after 150 warm-up steps on arithmetic (some answers right).
+    At the warm-up's old lr 3e-3: after 150 steps some rewards differ within a group, so honest updates are
+    not zero (which the update checks and the poisoned-update adversary need); at 1e-3 they all would be."""
     tokenizer = CharTokenizer()
     model = create_model("tiny", tokenizer, seed=0)
-    supervised_warmup(model, tokenizer, default_spec("arithmetic").env(), steps=150, seed=0)
+    supervised_warmup(model, tokenizer, default_spec("arithmetic").env(), steps=150, seed=0, learning_rate=3e-3)
     return LoadedModel(model.eval(), tokenizer, None)
 
 

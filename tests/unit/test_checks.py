@@ -74,6 +74,7 @@ EXPECTED = {
     "cherry-pick": {"sampling"},
     "inflated-rewards": {"rewards"},
     "garbage-update": {"update"},
+    "poisoned-update": {"update"},
 }
 
 

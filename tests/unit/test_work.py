@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from node.adversary import ADVERSARIES, Prepared, adversary_of
+from node.adversary import ADVERSARIES, POISON_SCALE, Prepared, adversary_of
 from node.work import produce_work
 from protocol.envs.spec import EnvSpec
 from protocol.errors import ArtifactError, ConfigError
@@ -94,7 +94,9 @@ def test_honest_work_passes_the_checks_the_adversaries_target(
     assert _replay_mismatches(tiny, spec, _honest(tiny, spec, context)) == (0, True)
 
 
-@pytest.mark.parametrize("name", ["wrong-model", "forged-tokens", "cherry-pick", "inflated-rewards", "garbage-update"])
+@pytest.mark.parametrize(
+    "name", ["wrong-model", "forged-tokens", "cherry-pick", "inflated-rewards", "garbage-update", "poisoned-update"]
+)
 def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name: str, context: RoundContext) -> None:
     honest = produce_work(tiny, spec, context)
     cheat = produce_work(tiny, spec, context, adversary=adversary_of(name))
@@ -127,6 +129,10 @@ def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name
         assert all(float(value.abs().sum()) > 0 for value in cheat.update.values())  # noise in round 0
         zero = produce_work(tiny, spec, dataclasses.replace(context, round_index=1), adversary=adversary_of(name))
         assert all(float(value.abs().sum()) == 0 for value in zero.update.values())
+    if name == "poisoned-update":
+        assert cheat.rollouts == honest.rollouts
+        assert all(torch.allclose(cheat.update[k], -POISON_SCALE * honest.update[k]) for k in honest.update)
+        assert any(float(value.abs().sum()) > 0 for value in honest.update.values())
 
 
 def test_low_precision_samples_with_rounded_weights(tiny: LoadedModel) -> None:

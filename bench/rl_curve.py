@@ -1,0 +1,134 @@
+"""The learning curve of the protocol's RL in one process, without a chain: the trainers' own
+`produce_work` (generation, TOPLOC proofs, scoring, GRPO) and the validators' `aggregate`, round after
+round, with the held-out evaluation of every checkpoint. It is how the demo's defaults were chosen:
+several hyper-parameter settings side by side in one run, from the same warmed-up model.
+
+Run: .venv/bin/python -m bench.rl_curve [--size tiny] [--warmup-steps 200] [--rounds 6] [--nodes 3]
+     [--prompts 8] [--setting lr=3e-4,inner=4 --setting lr=1e-3,inner=4 ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import platform
+import time
+from typing import Any
+
+KEYS = {
+    "lr": "learning_rate",
+    "inner": "inner_steps",
+    "group": "group_size",
+    "outer": "outer_learning_rate",
+    "prompts": "prompts_per_round",
+}
+
+
+def parse_setting(text: str) -> dict[str, float]:
+    """`lr=1e-3,inner=4` → {"learning_rate": 0.001, "inner_steps": 4}."""
+    setting: dict[str, float] = {}
+    for part in filter(None, text.split(",")):
+        key, _, value = part.partition("=")
+        if key not in KEYS:
+            raise SystemExit(f"unknown setting {key!r}: one of {', '.join(KEYS)}")
+        setting[KEYS[key]] = float(value)
+    return setting
+
+
+def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any) -> list[dict[str, float]]:
+    """Held-out accuracy of the initial checkpoint and after each round of `nodes` trainers."""
+    from node.work import produce_work
+    from protocol.aggregation import aggregate
+    from protocol.cid import cid_of_bytes
+    from protocol.evaluation import evaluate
+    from protocol.model import LoadedModel
+    from protocol.work import RoundContext
+
+    loaded = LoadedModel(copy.deepcopy(base.model), base.tokenizer, None)
+    points = []
+    for round_index in range(rounds + 1):
+        result = evaluate(loaded.model, loaded.tokenizer, spec)
+        points.append({"accuracy": result.accuracy, "sampled_accuracy": result.sampled_accuracy})
+        on_round(round_index, points[-1])
+        if round_index == rounds:
+            break
+        updates = []
+        for node in range(nodes):
+            context = RoundContext(
+                chain_id=31337,
+                market="0x" + "00" * 20,
+                task_id=1,
+                round_index=round_index,
+                node="0x" + f"{node + 1:040x}",
+                work_seed=round_index.to_bytes(32, "big"),
+                checkpoint_cid=cid_of_bytes(f"round {round_index}".encode()),  # labels only: nothing is stored
+                env_cid=cid_of_bytes(spec.canonical_bytes()),
+            )
+            updates.append((node, produce_work(loaded, spec, context).update))
+        state = aggregate(dict(loaded.model.state_dict()), updates, spec.training.outer_learning_rate)
+        loaded.model.load_state_dict(state)
+    return points
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="arithmetic")
+    parser.add_argument("--size", default="tiny")
+    parser.add_argument("--warmup-steps", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--setting", action="append", default=None, help="e.g. lr=1e-3,inner=4,group=8,prompts=8")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    from protocol.envs.spec import default_spec
+    from protocol.model import LoadedModel, create_model
+    from protocol.tokenizer import DEFAULT_ALPHABET, CharTokenizer
+    from protocol.training import supervised_warmup
+
+    spec = default_spec(args.env)
+    environment = spec.env()
+    extra = "".join(sorted(set(environment.alphabet()) - set(DEFAULT_ALPHABET)))
+    tokenizer = CharTokenizer(DEFAULT_ALPHABET + extra)
+    model = create_model(args.size, tokenizer, 0)
+    started = time.perf_counter()
+    supervised_warmup(model, tokenizer, environment, args.warmup_steps, 0)
+    print(f"warm-up {args.warmup_steps} steps: {time.perf_counter() - started:.0f} s", flush=True)
+    base = LoadedModel(model, tokenizer, None)
+    results = []
+    for text in args.setting or [""]:
+        setting = parse_setting(text)
+        run_spec = spec.model_copy(deep=True)
+        for key, value in setting.items():
+            default = getattr(run_spec.training, key)
+            setattr(run_spec.training, key, type(default)(value))
+        started = time.perf_counter()
+        label = text or "defaults"
+        points = curve(
+            base,
+            run_spec,
+            args.nodes,
+            args.rounds,
+            lambda index, point, label=label: print(f"{label} r{index}: {point}", flush=True),
+        )
+        results.append({"setting": label, "seconds": round(time.perf_counter() - started, 1), "points": points})
+    document = {
+        "machine": f"{platform.machine()}, python {platform.python_version()}",
+        "env": args.env,
+        "size": args.size,
+        "warmup_steps": args.warmup_steps,
+        "nodes": args.nodes,
+        "results": results,
+    }
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        for result in results:
+            greedy = " → ".join(f"{p['accuracy']:.3f}" for p in result["points"])
+            sampled = " → ".join(f"{p['sampled_accuracy']:.3f}" for p in result["points"])
+            print(f"{result['setting']} ({result['seconds']} s)\n  greedy  {greedy}\n  sampled {sampled}")
+
+
+if __name__ == "__main__":
+    main()
