@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from cli.context import confirm_or_abort, context
+from cli.context import STORE_HELP, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
 from protocol.errors import ConfigError
 from protocol.ids import decode_submission_id, parse_submission_id
@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
-STORE = typer.Option(None, "--store", help="A local store folder or relay URLs (default: the local store).")
+STORE = typer.Option(None, "--store", help=STORE_HELP)
 INDEX = typer.Option(None, "--index", help="The SQLite event index (default: the state folder's, per deployment).")
 CONFIRMATIONS = typer.Option(0, "--confirmations", help="Index only blocks this many deep.")
 DEVICE = typer.Option("cpu", "--device", help="cpu or cuda, for the re-runs.")

@@ -70,6 +70,9 @@ class CliContext:
         return to_wei(amount, self.crucible().decimals, what)
 
 
+STORE_HELP = "A local store folder, relay URLs (comma-separated) or kubo:API_URL (default: the local store)."
+
+
 def context(ctx: typer.Context) -> CliContext:
     """Returns the CLI context of the running command."""
     obj = ctx.find_root().obj

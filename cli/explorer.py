@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cli.context import context
+from cli.context import STORE_HELP, context
 from cli.output import stderr
 from protocol.errors import ConfigError
 
@@ -23,7 +23,7 @@ def serve(
     ctx: typer.Context,
     port: int = typer.Option(8600, "--port", help="TCP port (0: any free port)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
-    store: str = typer.Option(None, "--store", help="A local store folder or relay URLs (default: the local store)."),
+    store: str = typer.Option(None, "--store", help=STORE_HELP),
     relay: str = typer.Option(
         None,
         "--relay",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cli.context import context
+from cli.context import STORE_HELP, context
 from cli.output import stderr
 from protocol.errors import ConfigError
 
@@ -18,7 +18,7 @@ def run(
     account: str = typer.Option(..., "--account", help="devN, env, a keystore name: the staked validator."),
     rounds: int = typer.Option(None, "--rounds", help="Exit once this many rounds are final (settled, claimed)."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
-    store: str = typer.Option(None, "--store", help="A local store folder or relay URLs (default: the local store)."),
+    store: str = typer.Option(None, "--store", help=STORE_HELP),
     poll: float = typer.Option(1.0, "--poll", help="Seconds between looks at the chain."),
     adversary: str = typer.Option(None, "--adversary", help="Red-team validator for devnets: lazy or liar."),
     force_adversary: bool = typer.Option(False, "--force-adversary", help="Allow --adversary off the devnet."),

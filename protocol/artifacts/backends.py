@@ -1,5 +1,6 @@
-"""Choosing a store from one line of text: a local folder (the default: the state folder's `store/`)
-or relay URLs separated by commas (fetched into the local store, uploads signed)."""
+"""Choosing a store from one line of text: a local folder (the default: the state folder's `store/`),
+relay URLs separated by commas (fetched into the local store, uploads signed), or `kubo:` and a Kubo
+node's RPC API URL (a real IPFS node: adds pinned, reads verified against their CIDs)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ def open_store(text: str | None, signer: Signer | None = None) -> Store:
     """The store `text` names (None: the default local store)."""
     if text is None:
         return default_store()
+    if text.startswith("kubo:"):
+        api = text.removeprefix("kubo:")
+        if not api.startswith(("http://", "https://")):
+            raise ConfigError(f"{text!r}: kubo: takes the node's RPC API URL, e.g. kubo:http://127.0.0.1:5001")
+        from protocol.artifacts.kubo import KuboStore
+
+        return KuboStore(api)
     relays = relay_urls(text)
     if relays is None:
         return LocalStore(Path(text))

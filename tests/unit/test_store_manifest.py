@@ -122,3 +122,18 @@ def test_two_processes_writing_one_cid_leave_one_correct_file(tmp_path: Path) ->
     store = LocalStore(tmp_path)
     assert store.get(cid_of_bytes(data)) == data
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".incoming")] == []
+
+
+def test_open_store_reads_a_folder_relay_urls_or_a_kubo_api(tmp_path: Path) -> None:
+    from protocol.artifacts.backends import open_store
+    from protocol.artifacts.client import RelayStore
+    from protocol.artifacts.kubo import KuboStore
+
+    assert isinstance(open_store(str(tmp_path / "s")), LocalStore)
+    relays = open_store("http://127.0.0.1:8701, http://127.0.0.1:8702")
+    assert isinstance(relays, RelayStore) and relays.urls == ["http://127.0.0.1:8701", "http://127.0.0.1:8702"]
+    kubo = open_store("kubo:http://127.0.0.1:5001/")
+    assert isinstance(kubo, KuboStore) and kubo.api_url == "http://127.0.0.1:5001"
+    for bad in ("kubo:127.0.0.1:5001", "http://127.0.0.1:8701,relay-folder"):
+        with pytest.raises(ConfigError):
+            open_store(bad)
