@@ -89,8 +89,10 @@ test-contracts: setup build
 mutants: setup build
 	$(PY) scripts/mutants.py
 
+# Two workers, each test file whole on one (its module fixtures made once): the integration tests
+# spend much of their time waiting on child processes and the devnet clock.
 test-python: setup build
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 test: lint test-contracts mutants test-python
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -30,6 +31,36 @@ from protocol.ids import submission_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
+TRAINER_STAKE, VALIDATOR_STAKE = 1200 * TOKEN, 200 * TOKEN
+
+
+@dataclass
+class OneOnOne:
+    """A one-round task with one staked trainer and one joined validator (keys for `--account env`)."""
+
+    task_id: int
+    trainer: Signer
+    trainer_key: str
+    validator: Signer
+    validator_key: str
+
+    def args(self, *extra: str) -> tuple[str, ...]:
+        """`<role> run` arguments for this task's single round."""
+        return ("--task", str(self.task_id), "--account", "env", "--rounds", "1", *extra)
+
+    def stakes_whole(self, crucible: Crucible) -> bool:
+        return (crucible.stake_account(self.trainer.address).staked == TRAINER_STAKE
+                and crucible.stake_account(self.validator.address).staked == VALIDATOR_STAKE)  # fmt: skip
+
+
+def one_on_one(crucible: Crucible, home: Path, model_cid: str, creator: Signer, label: str) -> OneOnOne:
+    task_id = create_small_task(crucible, home, model_cid, creator, 2, rounds=1, validators_per_check=1).task_id
+    trainer, trainer_key = funded_account(crucible, creator, f"{label}-trainer")
+    crucible.stake(trainer, TRAINER_STAKE, Role.TRAINER)
+    validator, validator_key = funded_account(crucible, creator, f"{label}-validator")
+    crucible.stake(validator, VALIDATOR_STAKE, Role.VALIDATOR)
+    crucible.join_task(validator, task_id)
+    return OneOnOne(task_id, trainer, trainer_key, validator, validator_key)
 
 
 def finish_round(crucible: Crucible, roles: Any, task_id: int, sid: int) -> None:
@@ -71,35 +102,30 @@ def test_a_reorg_that_drops_a_submission_is_noticed_and_the_node_resubmits(
     """Broken versions: remove the `_check_still_submitted` call from NodeRunner.run → the node believes
     it submitted, the chain has no submission, and the wait for a second WorkSubmitted times out; remove
     its `forget_nonce` → the resubmission takes a nonce past the chain's count and never mines."""
-    task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
-                             validators_per_check=1)  # fmt: skip
-    trainer, trainer_key = funded_account(crucible, dev[0], "reorg-trainer")
-    crucible.stake(trainer, 1200 * TOKEN, Role.TRAINER)
-    validator, validator_key = funded_account(crucible, dev[0], "reorg-validator")
-    crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-    crucible.join_task(validator, task.task_id)
-    node = roles.start("node", "--task", str(task.task_id), "--account", "env", "--rounds", "1", key=trainer_key)
-    roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 600)
-    (submitted,) = crucible.submissions(task.task_id, 0)
+    cast = one_on_one(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], "reorg")
+    task_id = cast.task_id
+    node = roles.start("node", *cast.args(), key=cast.trainer_key)
+    roles.wait_for("the submission", lambda: crucible.submissions(task_id, 0), 600)
+    (submitted,) = crucible.submissions(task_id, 0)
     w3 = crucible.chain.w3
     # Replace every block from the submission's on: the submission is gone from the chain and the pool.
     depth = w3.eth.block_number - int(submitted["blockNumber"]) + 1
     w3.provider.make_request("anvil_reorg", [depth, []])  # type: ignore[arg-type]
-    assert crucible.submissions(task.task_id, 0) == []
-    roles.wait_for("the node to resubmit", lambda: crucible.submissions(task.task_id, 0), 120)
+    assert crucible.submissions(task_id, 0) == []
+    roles.wait_for("the node to resubmit", lambda: crucible.submissions(task_id, 0), 120)
     assert node.seen("resubmitting", round=0)
-    (again,) = crucible.submissions(task.task_id, 0)
+    (again,) = crucible.submissions(task_id, 0)
     assert again["rolloutCid"] == submitted["rolloutCid"]  # the same work, sent again
-    sid = submission_id(task.task_id, 0, trainer.address)
+    sid = submission_id(task_id, 0, cast.trainer.address)
 
-    roles.start("validator", "--task", str(task.task_id), "--account", "env", "--rounds", "1", key=validator_key)
-    finish_round(crucible, roles, task.task_id, sid)
+    roles.start("validator", *cast.args(), key=cast.validator_key)
+    finish_round(crucible, roles, task_id, sid)
 
     # The honest node: paid once, stake whole; the books balance.
     assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-    assert credits(crucible, task.task_id, trainer.address, 0) > 0
-    assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
-    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+    assert credits(crucible, task_id, cast.trainer.address, 0) > 0
+    assert cast.stakes_whole(crucible)
+    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
 
 
 def test_an_rpc_outage_is_waited_out_and_nothing_is_sent_twice(
@@ -113,33 +139,28 @@ def test_an_rpc_outage_is_waited_out_and_nothing_is_sent_twice(
     """The node and the validator reach the chain through a proxy that is cut for 20 s (longer than the
     provider's own retries) while they work. Broken version: make Participant.poll_until re-raise
     RpcUnreachable → both processes exit 1 with "RPC endpoint ... is unreachable" and the test fails."""
-    task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
-                             validators_per_check=1)  # fmt: skip
-    trainer, trainer_key = funded_account(crucible, dev[0], "outage-trainer")
-    crucible.stake(trainer, 1200 * TOKEN, Role.TRAINER)
-    validator, validator_key = funded_account(crucible, dev[0], "outage-validator")
-    crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-    crucible.join_task(validator, task.task_id)
+    cast = one_on_one(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], "outage")
+    task_id = cast.task_id
     proxy = TcpProxy(int(urlparse(crucible.chain.rpc_url).port or 0))
     roles.rpc_url = proxy.url
-    node = roles.start("node", "--task", str(task.task_id), "--account", "env", "--rounds", "1", key=trainer_key)
-    checker = roles.start("validator", "--task", str(task.task_id), "--account", "env", "--rounds", "1",
-                          key=validator_key)  # fmt: skip
+    node = roles.start("node", *cast.args(), key=cast.trainer_key)
+    checker = roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1",
+                          key=cast.validator_key)  # fmt: skip
     roles.wait_for("both roles started", lambda: node.seen("started") and checker.seen("started"), 300)
     proxy.cut()
     time.sleep(20)
     proxy.restore()
     assert node.seen("rpc_unreachable") and checker.seen("rpc_unreachable")
-    sid = submission_id(task.task_id, 0, trainer.address)
-    roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 300)
-    finish_round(crucible, roles, task.task_id, sid)
+    sid = submission_id(task_id, 0, cast.trainer.address)
+    roles.wait_for("the submission", lambda: crucible.submissions(task_id, 0), 300)
+    finish_round(crucible, roles, task_id, sid)
     proxy.cut()
     # Nothing sent twice: one submission, one attestation, one settlement, the stake whole.
-    assert len(crucible.submissions(task.task_id, 0)) == 1
+    assert len(crucible.submissions(task_id, 0)) == 1
     assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
     assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-    assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
-    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+    assert cast.stakes_whole(crucible)
+    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
 
 
 def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_round_once(
@@ -155,41 +176,35 @@ def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_roun
     → the restarted checker attests a second time and the contract's MarketAlreadyVoted surfaces as
     `raced` (the count below still holds, the contract being the last guard); make NodeRunner resubmit
     without its journal and the on-chain look-up → the second `submit` reverts and the node exits 1."""
-    task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
-                             validators_per_check=1)  # fmt: skip
-    trainer, trainer_key = funded_account(crucible, dev[0], "restart-trainer")
-    crucible.stake(trainer, 1200 * TOKEN, Role.TRAINER)
-    validator, validator_key = funded_account(crucible, dev[0], "restart-validator")
-    crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-    crucible.join_task(validator, task.task_id)
-    args = ("--task", str(task.task_id), "--account", "env", "--rounds", "1")
+    cast = one_on_one(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], "restart")
+    task_id = cast.task_id
+    args = cast.args()
 
-    node = roles.start("node", *args, key=trainer_key)
+    node = roles.start("node", *args, key=cast.trainer_key)
     roles.wait_for("the node at work", lambda: node.seen("round_opened"), 300)
     roles.kill(node)
-    assert crucible.submissions(task.task_id, 0) == [], "killed before it submitted"
-    roles.start("node", *args, key=trainer_key)
-    roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 300)
-    sid = submission_id(task.task_id, 0, trainer.address)
+    assert crucible.submissions(task_id, 0) == [], "killed before it submitted"
+    roles.start("node", *args, key=cast.trainer_key)
+    roles.wait_for("the submission", lambda: crucible.submissions(task_id, 0), 300)
+    sid = submission_id(task_id, 0, cast.trainer.address)
 
-    warp(crucible, crucible.deadlines(task.task_id, 0).submit)
-    checker = roles.start("validator", *args, key=validator_key)
+    warp(crucible, crucible.deadlines(task_id, 0).submit)
+    checker = roles.start("validator", *args, key=cast.validator_key)
     roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
     roles.kill(checker)
     assert not crucible.events("TaskMarket", "Attested", submissionId=sid), "killed before it attested"
-    roles.start("validator", *args, key=validator_key)
-    finish_round(crucible, roles, task.task_id, sid)
+    roles.start("validator", *args, key=cast.validator_key)
+    finish_round(crucible, roles, task_id, sid)
 
-    assert len(crucible.submissions(task.task_id, 0)) == 1
+    assert len(crucible.submissions(task_id, 0)) == 1
     assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
     assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
     assert not crucible.submission(sid).rejected
-    rewards = [e for e in crucible.events("TaskMarket", "Credited", taskId=task.task_id, account=trainer.address)
+    rewards = [e for e in crucible.events("TaskMarket", "Credited", taskId=task_id, account=cast.trainer.address)
                if int(e["kind"]) == 0]  # fmt: skip
     assert len(rewards) == 1 and int(rewards[0]["amount"]) > 0
-    assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
-    assert crucible.stake_account(validator.address).staked == 200 * TOKEN
-    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+    assert cast.stakes_whole(crucible)
+    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
 
 
 def test_a_relay_killed_mid_download_and_one_serving_corrupted_bytes_cost_the_honest_trainer_nothing(
@@ -209,35 +224,29 @@ def test_a_relay_killed_mid_download_and_one_serving_corrupted_bytes_cost_the_ho
                        (("bad", ()), ("slow", ("--rate-limit-mbps", "0.3")), ("good", ())))  # fmt: skip
     relays = (bad, slow, good)
     try:
-        task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
-                                 validators_per_check=1)  # fmt: skip
+        cast = one_on_one(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], "relay")
         local = LocalStore(crucible_home / "store")
         for relay in relays:  # the creator's checkpoint and environment spec
             for cid in local.cids():
                 upload(relay.url, local.path_for(cid), dev[0])
-        trainer, trainer_key = funded_account(crucible, dev[0], "relay-trainer")
-        crucible.stake(trainer, 1200 * TOKEN, Role.TRAINER)
-        validator, validator_key = funded_account(crucible, dev[0], "relay-validator")
-        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-        crucible.join_task(validator, task.task_id)
-        args = ("--task", str(task.task_id), "--account", "env", "--rounds", "1",
-                "--store", ",".join(relay.url for relay in relays))  # fmt: skip
+        task_id = cast.task_id
+        args = cast.args("--store", ",".join(relay.url for relay in relays))
 
-        roles.start("node", *args, key=trainer_key, home=tmp_path / "node-home")
-        roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 300)
-        sid = submission_id(task.task_id, 0, trainer.address)
+        roles.start("node", *args, key=cast.trainer_key, home=tmp_path / "node-home")
+        roles.wait_for("the submission", lambda: crucible.submissions(task_id, 0), 300)
+        sid = submission_id(task_id, 0, cast.trainer.address)
         for cid in LocalStore(bad.store).cids():
             damaged = bytearray((bad.store / cid).read_bytes())
             damaged[len(damaged) // 2] ^= 0xFF
             (bad.store / cid).write_bytes(bytes(damaged))
 
-        warp(crucible, crucible.deadlines(task.task_id, 0).submit)
-        checker = roles.start("validator", *args, key=validator_key, home=tmp_path / "validator-home")
+        warp(crucible, crucible.deadlines(task_id, 0).submit)
+        checker = roles.start("validator", *args, key=cast.validator_key, home=tmp_path / "validator-home")
         roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
         time.sleep(1.0)
         slow.kill()
         assert not checker.seen("checked"), "the relay died while the validator was still downloading"
-        finish_round(crucible, roles, task.task_id, sid)
+        finish_round(crucible, roles, task_id, sid)
     finally:
         for relay in relays:
             relay.kill()
@@ -245,9 +254,9 @@ def test_a_relay_killed_mid_download_and_one_serving_corrupted_bytes_cost_the_ho
     (attested,) = crucible.events("TaskMarket", "Attested", submissionId=sid)
     assert attested["valid"] and not crucible.submission(sid).rejected
     assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-    assert credits(crucible, task.task_id, trainer.address, 0) > 0
-    assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
-    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+    assert credits(crucible, task_id, cast.trainer.address, 0) > 0
+    assert cast.stakes_whole(crucible)
+    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
 
 
 def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
@@ -272,19 +281,14 @@ def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
         deployment.save(tmp_path / "deployment.json")  # where `roles` and the money check look
         roles.rpc_url = rpc_url
         crucible = Crucible(chain, deployment)
-        task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
-                                 validators_per_check=1)  # fmt: skip
-        trainer, trainer_key = funded_account(crucible, dev[0], "anvil-trainer")
-        crucible.stake(trainer, 1200 * TOKEN, Role.TRAINER)
-        validator, validator_key = funded_account(crucible, dev[0], "anvil-validator")
-        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-        crucible.join_task(validator, task.task_id)
-        args = ("--task", str(task.task_id), "--account", "env", "--rounds", "1")
-        roles.start("node", *args, key=trainer_key)
-        roles.wait_for("the submission", lambda: crucible.submissions(task.task_id, 0), 300)
-        sid = submission_id(task.task_id, 0, trainer.address)
-        warp(crucible, crucible.deadlines(task.task_id, 0).submit)
-        checker = roles.start("validator", *args, key=validator_key)
+        cast = one_on_one(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], "anvil")
+        task_id = cast.task_id
+        args = cast.args()
+        roles.start("node", *args, key=cast.trainer_key)
+        roles.wait_for("the submission", lambda: crucible.submissions(task_id, 0), 300)
+        sid = submission_id(task_id, 0, cast.trainer.address)
+        warp(crucible, crucible.deadlines(task_id, 0).submit)
+        checker = roles.start("validator", *args, key=cast.validator_key)
         roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
 
         height = crucible.chain.w3.eth.block_number
@@ -293,15 +297,14 @@ def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
         time.sleep(3)
         anvil = devnet.start_anvil(port, log, state)
         assert crucible.chain.w3.eth.block_number >= height, "the chain came back at its height, not from genesis"
-        assert len(crucible.submissions(task.task_id, 0)) == 1, "the saved state kept the submission"
-        finish_round(crucible, roles, task.task_id, sid)
+        assert len(crucible.submissions(task_id, 0)) == 1, "the saved state kept the submission"
+        finish_round(crucible, roles, task_id, sid)
 
         assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
         assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-        assert not crucible.submission(sid).rejected and credits(crucible, task.task_id, trainer.address, 0) > 0
-        assert crucible.stake_account(trainer.address).staked == 1200 * TOKEN
-        assert crucible.stake_account(validator.address).staked == 200 * TOKEN
-        refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task.task_id)
+        assert not crucible.submission(sid).rejected and credits(crucible, task_id, cast.trainer.address, 0) > 0
+        assert cast.stakes_whole(crucible)
+        refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
     finally:
         anvil.terminate()
         anvil.wait(timeout=30)
