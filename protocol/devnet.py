@@ -76,6 +76,8 @@ def start_anvil(
     resumed = state_path is not None and state_path.exists()
     if state_path is not None:
         command += ["--state", str(state_path), "--state-interval", "5"]
+    if resumed:
+        command += ["--no-mining"]  # until its clock is set right (`_keep_clock`)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         process = subprocess.Popen(
@@ -103,13 +105,15 @@ def _rpc(rpc_url: str, method: str, params: list[object]) -> object:
 
 def _keep_clock(rpc_url: str) -> None:
     """Anvil loads a saved state's blocks but not its clock offset: its next block would carry the wall
-    clock, earlier than a warped chain's last block (time running backwards, deadlines un-passed). Setting
-    the next block's time just after the last one makes Anvil's clock go on from there."""
+    clock, earlier than a warped chain's last block (time running backwards, deadlines un-passed). Anvil
+    starts without mining; the next block is set just after the last one and mined (with whatever a
+    client sent meanwhile), so Anvil's clock goes on from there; then it mines on every transaction."""
     latest = _rpc(rpc_url, "eth_getBlockByNumber", ["latest", False])
     assert isinstance(latest, dict)
     last = int(str(latest["timestamp"]), 16)
-    if last >= int(time.time()):
-        _rpc(rpc_url, "evm_setNextBlockTimestamp", [last + 1])
+    _rpc(rpc_url, "evm_setNextBlockTimestamp", [max(last + 1, int(time.time()))])
+    _rpc(rpc_url, "evm_mine", [])
+    _rpc(rpc_url, "evm_setAutomine", [True])
 
 
 @dataclass
