@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from helpers.devnet import TOKEN, create_small_task, credits, funded_account, warp
+from helpers.devnet import TOKEN, create_small_task, funded_account, warp
 from helpers.proxy import TcpProxy
 from helpers.relays import RelayProcess
 
@@ -91,6 +91,21 @@ def refund_and_balance(crucible: Crucible, creator: Signer, home: Path, folder: 
     assert books["balanced"] and books["market"]["balanced"] and books["out"]["held"] == "0"
 
 
+def settled_once_and_balanced(crucible: Crucible, cast: OneOnOne, creator: Signer, home: Path, folder: Path) -> None:
+    """After a fault: one submission, one attestation, one settlement, the honest trainer accepted and
+    credited one reward, no honest stake lost; then the refund and the money check (`refund_and_balance`)."""
+    sid = submission_id(cast.task_id, 0, cast.trainer.address)
+    assert len(crucible.submissions(cast.task_id, 0)) == 1
+    assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
+    assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
+    assert not crucible.submission(sid).rejected
+    rewards = [e for e in crucible.events("TaskMarket", "Credited", taskId=cast.task_id, account=cast.trainer.address)
+               if int(e["kind"]) == 0]  # fmt: skip
+    assert len(rewards) == 1 and int(rewards[0]["amount"]) > 0
+    assert cast.stakes_whole(crucible)
+    refund_and_balance(crucible, creator, home, folder, cast.task_id)
+
+
 def test_a_reorg_that_drops_a_submission_is_noticed_and_the_node_resubmits(
     model_cid_factory: Callable[[Path], str],
     crucible_home: Path,
@@ -121,11 +136,7 @@ def test_a_reorg_that_drops_a_submission_is_noticed_and_the_node_resubmits(
     roles.start("validator", *cast.args(), key=cast.validator_key)
     finish_round(crucible, roles, task_id, sid)
 
-    # The honest node: paid once, stake whole; the books balance.
-    assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-    assert credits(crucible, task_id, cast.trainer.address, 0) > 0
-    assert cast.stakes_whole(crucible)
-    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
+    settled_once_and_balanced(crucible, cast, dev[0], crucible_home, tmp_path)
 
 
 def test_an_rpc_outage_is_waited_out_and_nothing_is_sent_twice(
@@ -144,8 +155,7 @@ def test_an_rpc_outage_is_waited_out_and_nothing_is_sent_twice(
     proxy = TcpProxy(int(urlparse(crucible.chain.rpc_url).port or 0))
     roles.rpc_url = proxy.url
     node = roles.start("node", *cast.args(), key=cast.trainer_key)
-    checker = roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1",
-                          key=cast.validator_key)  # fmt: skip
+    checker = roles.start("validator", *cast.args(), key=cast.validator_key)
     roles.wait_for("both roles started", lambda: node.seen("started") and checker.seen("started"), 300)
     proxy.cut()
     time.sleep(20)
@@ -155,12 +165,7 @@ def test_an_rpc_outage_is_waited_out_and_nothing_is_sent_twice(
     roles.wait_for("the submission", lambda: crucible.submissions(task_id, 0), 300)
     finish_round(crucible, roles, task_id, sid)
     proxy.cut()
-    # Nothing sent twice: one submission, one attestation, one settlement, the stake whole.
-    assert len(crucible.submissions(task_id, 0)) == 1
-    assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
-    assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-    assert cast.stakes_whole(crucible)
-    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
+    settled_once_and_balanced(crucible, cast, dev[0], crucible_home, tmp_path)  # nothing sent twice
 
 
 def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_round_once(
@@ -195,16 +200,7 @@ def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_roun
     assert not crucible.events("TaskMarket", "Attested", submissionId=sid), "killed before it attested"
     roles.start("validator", *args, key=cast.validator_key)
     finish_round(crucible, roles, task_id, sid)
-
-    assert len(crucible.submissions(task_id, 0)) == 1
-    assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
-    assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-    assert not crucible.submission(sid).rejected
-    rewards = [e for e in crucible.events("TaskMarket", "Credited", taskId=task_id, account=cast.trainer.address)
-               if int(e["kind"]) == 0]  # fmt: skip
-    assert len(rewards) == 1 and int(rewards[0]["amount"]) > 0
-    assert cast.stakes_whole(crucible)
-    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
+    settled_once_and_balanced(crucible, cast, dev[0], crucible_home, tmp_path)
 
 
 def test_a_relay_killed_mid_download_and_one_serving_corrupted_bytes_cost_the_honest_trainer_nothing(
@@ -252,11 +248,8 @@ def test_a_relay_killed_mid_download_and_one_serving_corrupted_bytes_cost_the_ho
             relay.kill()
 
     (attested,) = crucible.events("TaskMarket", "Attested", submissionId=sid)
-    assert attested["valid"] and not crucible.submission(sid).rejected
-    assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-    assert credits(crucible, task_id, cast.trainer.address, 0) > 0
-    assert cast.stakes_whole(crucible)
-    refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
+    assert attested["valid"]
+    settled_once_and_balanced(crucible, cast, dev[0], crucible_home, tmp_path)
 
 
 def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
@@ -300,11 +293,7 @@ def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
         assert len(crucible.submissions(task_id, 0)) == 1, "the saved state kept the submission"
         finish_round(crucible, roles, task_id, sid)
 
-        assert len(crucible.events("TaskMarket", "Attested", submissionId=sid)) == 1
-        assert len(crucible.events("TaskMarket", "Settled", submissionId=sid)) == 1
-        assert not crucible.submission(sid).rejected and credits(crucible, task_id, cast.trainer.address, 0) > 0
-        assert cast.stakes_whole(crucible)
-        refund_and_balance(crucible, dev[0], crucible_home, tmp_path, task_id)
+        settled_once_and_balanced(crucible, cast, dev[0], crucible_home, tmp_path)
     finally:
         anvil.terminate()
         anvil.wait(timeout=30)
