@@ -9,6 +9,7 @@ re-hashes what is there first).
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -268,11 +269,10 @@ class RelayStore:
         self.cache = cache
         self.signer = signer
         self.fetcher = Fetcher(self.urls, cache, show_progress=False)
-        self.missed: list[str] = []
 
     def put(self, data: bytes) -> str:
         """Uploads to every relay; succeeds when at least one took it (a relay that is down or refuses
-        must not stop a node mid-round). The other relays' errors are kept in `missed`."""
+        must not stop a node mid-round). Each relay that did not take it is a warning line on stderr."""
         if self.signer is None:
             raise ConfigError("uploading to relays needs an account to sign with")
         cid = self.cache.put(data)
@@ -284,7 +284,8 @@ class RelayStore:
                 errors.append(str(error))
         if len(errors) == len(self.urls):
             raise ArtifactError("; ".join(errors))
-        self.missed.extend(errors)
+        for missed in errors:
+            logging.getLogger("crucible.relays").warning("warning: %s (other relays took %s)", missed, cid)
         return cid
 
     def get(self, cid: str) -> bytes:
