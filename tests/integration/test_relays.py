@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -168,6 +169,21 @@ def test_relay_store_round_trip_of_a_checkpoint(relays: Callable[..., RelayProce
     assert all(torch.equal(loaded[name], tensor) for name, tensor in tensors.items())
     with pytest.raises(ArtifactError, match="no relay holds"):
         reader.pin(cid_of_bytes(b"nothing"))
+
+
+def test_an_upload_succeeds_while_one_relay_is_down_and_fails_when_all_are(
+    relays: Callable[..., RelayProcess], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Broken version: make RelayStore.put raise on the first failed upload → the first put raises."""
+    up, dead = relays("up"), relays("dead")
+    dead.kill()
+    store = RelayStore([dead.url, up.url], LocalStore(tmp_path / "writer"), load_signer("dev1"))
+    with caplog.at_level(logging.WARNING, logger="crucible.relays"):
+        cid = store.put(b"taken by one relay")
+    assert stored(up) == [cid] and dead.url in caplog.text
+    up.kill()
+    with pytest.raises(ArtifactError, match="upload to"):
+        store.put(b"taken by none")
 
 
 def test_corrupted_and_truncated_relays_are_demoted(relays: Callable[..., RelayProcess], tmp_path: Path) -> None:
