@@ -46,14 +46,10 @@ def wait_for_rpc(rpc_url: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            response = httpx.post(
-                rpc_url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}, timeout=1
-            )
-            if response.status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
+            _rpc(rpc_url, "eth_chainId", [], timeout_s=1)
+            return
+        except (httpx.HTTPError, ValueError, ChainError):
+            time.sleep(0.1)
     raise ChainError(f"Anvil did not answer at {rpc_url} within {timeout_s:.0f} s")
 
 
@@ -93,10 +89,12 @@ def start_anvil(
     return process
 
 
-def _rpc(rpc_url: str, method: str, params: list[object]) -> object:
+def _rpc(rpc_url: str, method: str, params: list[object], timeout_s: float = 10) -> object:
+    """One JSON-RPC call to a devnet before any Chain exists (its start-up)."""
     import httpx
 
-    response = httpx.post(rpc_url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=10)
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    response = httpx.post(rpc_url, json=body, timeout=timeout_s)
     document = response.json()
     if "error" in document:
         raise ChainError(f"{method} failed: {document['error'].get('message', document['error'])}")
