@@ -68,17 +68,17 @@ def demo(
     from demo.runner import DemoOptions
 
     options = DemoOptions(
-        rounds,
-        trainers,
-        validators,
-        list(adversary),
-        env,
-        size,
-        warmup_steps,
-        prompts,
-        keep,
-        port,
-        unsafe_no_validation,
+        rounds=rounds,
+        trainers=trainers,
+        validators=validators,
+        adversaries=list(adversary),
+        env=env,
+        size=size,
+        warmup_steps=warmup_steps,
+        prompts=prompts,
+        keep=keep,
+        port=port,
+        unsafe_no_validation=unsafe_no_validation,
     )
     run_demo(options, json_output)
 
