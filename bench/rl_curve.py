@@ -3,8 +3,8 @@
 round, with the held-out evaluation of every checkpoint. It is how the demo's defaults were chosen:
 several hyper-parameter settings side by side in one run, from the same warmed-up model.
 
-Run: .venv/bin/python -m bench.rl_curve [--size tiny] [--warmup-steps 200] [--rounds 6] [--nodes 3]
-     [--prompts 8] [--setting lr=3e-4,inner=4 --setting lr=1e-3,inner=4 ...] [--json]
+Run: .venv/bin/python -m bench.rl_curve [--size tiny] [--warmup-steps 600] [--rounds 6] [--nodes 3]
+     [--setting lr=3e-4,mb=32 --setting neg=1,mb=0,inner=4,prompts=8 ...] [--labels] [--json]
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ KEYS = {
     "group": "group_size",
     "outer": "outer_learning_rate",
     "prompts": "prompts_per_round",
+    "mb": "minibatch_size",
+    "neg": "negative_weight",
 }
 
 
@@ -36,8 +38,25 @@ def parse_setting(text: str) -> dict[str, float]:
     return setting
 
 
-def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any) -> list[dict[str, float]]:
-    """Held-out accuracy of the initial checkpoint and after each round of `nodes` trainers."""
+def labelled_update(loaded: Any, spec: Any, context: Any) -> Any:
+    """The control: an update from the same prompts' right answers (advantage 1 each, one sequence a
+    prompt) through the same optimizer and settings, with no rollouts: what labels would teach."""
+    from protocol.tokenizer import prompt_ids
+    from protocol.training import TrainingSequence, grpo_update
+    from protocol.work import assigned_slots
+
+    tokenizer = loaded.tokenizer
+    problems = {slot.prompt_index: slot.problem for slot in assigned_slots(spec, context)}
+    sequences = [
+        TrainingSequence(prompt_ids(tokenizer, p.prompt), [*tokenizer.encode(p.answer), tokenizer.eos_id], 1.0)
+        for p in problems.values()
+    ]
+    return grpo_update(loaded.model, sequences, spec.training, spec.sampling.temperature, tokenizer.pad_id)
+
+
+def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any, labels: bool = False) -> list[dict[str, float]]:
+    """Held-out accuracy of the initial checkpoint and after each round of `nodes` trainers (trained on
+    the right answers instead of their rollouts with `labels`)."""
     from node.work import produce_work
     from protocol.aggregation import aggregate
     from protocol.cid import cid_of_bytes
@@ -65,7 +84,8 @@ def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any) -> list[
                 checkpoint_cid=cid_of_bytes(f"round {round_index}".encode()),  # labels only: nothing is stored
                 env_cid=cid_of_bytes(spec.canonical_bytes()),
             )
-            updates.append((node, produce_work(loaded, spec, context).update))
+            update = labelled_update(loaded, spec, context) if labels else produce_work(loaded, spec, context).update
+            updates.append((node, update))
         state = aggregate(dict(loaded.model.state_dict()), updates, spec.training.outer_learning_rate)
         loaded.model.load_state_dict(state)
     return points
@@ -75,10 +95,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="arithmetic")
     parser.add_argument("--size", default="tiny")
-    parser.add_argument("--warmup-steps", type=int, default=200)
+    parser.add_argument("--warmup-steps", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--setting", action="append", default=None, help="e.g. lr=1e-3,inner=4,group=8,prompts=8")
+    parser.add_argument(
+        "--labels", action="store_true", help="Control: each setting also trained on the right answers."
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -97,20 +120,24 @@ def main() -> None:
     print(f"warm-up {args.warmup_steps} steps: {time.perf_counter() - started:.0f} s", flush=True)
     base = LoadedModel(model, tokenizer, None)
     results = []
-    for text in args.setting or [""]:
+    runs = [(text, False) for text in args.setting or [""]]
+    if args.labels:
+        runs += [(text, True) for text, _ in runs]
+    for text, labels in runs:
         setting = parse_setting(text)
         run_spec = spec.model_copy(deep=True)
         for key, value in setting.items():
             default = getattr(run_spec.training, key)
             setattr(run_spec.training, key, type(default)(value))
         started = time.perf_counter()
-        label = text or "defaults"
+        label = (text or "defaults") + (" (labels)" if labels else "")
         points = curve(
             base,
             run_spec,
             args.nodes,
             args.rounds,
             lambda index, point, label=label: print(f"{label} r{index}: {point}", flush=True),
+            labels,
         )
         results.append({"setting": label, "seconds": round(time.perf_counter() - started, 1), "points": points})
     document = {

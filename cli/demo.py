@@ -51,7 +51,13 @@ def _print(summary: dict[str, Any], json_output: bool) -> None:
     if json_output:
         emit_json(summary)
         return
-    rounds = Table("checkpoint", "held-out accuracy", "sampled accuracy", title="Accuracy", title_justify="left")
+    rounds = Table(
+        "checkpoint",
+        "greedy",
+        "sampled (the policy RL trains)",
+        title="Held-out accuracy",
+        title_justify="left",
+    )
     for row in summary["rounds"]:
         name = "initial" if row["round"] == 0 else f"after round {row['round']}"
         rounds.add_row(name, f"{100 * row['accuracy']:.1f}%", f"{100 * row['sampled_accuracy']:.1f}%")

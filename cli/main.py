@@ -54,7 +54,7 @@ def demo(
     env: str = typer.Option("arithmetic", "--env", help="Environment: arithmetic or sorting."),
     size: str = typer.Option("tiny", "--size", help="Model size: tiny, small or base."),
     warmup_steps: int = typer.Option(600, "--warmup-steps", help="Supervised warm-up steps of the initial model."),
-    prompts: int = typer.Option(8, "--prompts", help="Prompts each trainer answers per round."),
+    prompts: int = typer.Option(256, "--prompts", help="Prompts each trainer answers per round (1 to 512)."),
     keep: bool = typer.Option(False, "--keep", help="Serve the explorer afterwards, until Ctrl-C."),
     port: int = typer.Option(8600, "--port", help="The explorer's port with --keep."),
     unsafe_no_validation: bool = typer.Option(

@@ -53,7 +53,7 @@ class DemoOptions:
     env: str = "arithmetic"
     size: str = "tiny"
     warmup_steps: int = 600
-    prompts: int = 8
+    prompts: int = 256
     keep: bool = False
     port: int = 8600
     unsafe_no_validation: bool = False  # validators attest without checking (`--adversary lazy`): a lesson
@@ -77,8 +77,8 @@ class DemoOptions:
             raise ConfigError(f"unknown environment {self.env!r}: arithmetic or sorting")
         if self.size not in ("tiny", "small", "base"):
             raise ConfigError(f"unknown model size {self.size!r}: tiny, small or base")
-        if not 1 <= self.prompts <= 64:
-            raise ConfigError(f"--prompts must be 1 to 64, got {self.prompts}")
+        if not 1 <= self.prompts <= 512:
+            raise ConfigError(f"--prompts must be 1 to 512, got {self.prompts}")
 
 
 @dataclass

@@ -198,9 +198,11 @@ class TrainerNode(Participant):
             env_cid=env_cid,
         )
         completions = spec.training.prompts_per_round * spec.training.group_size
+        # At most this many steps: sequences with no advantage are left out of the update.
+        steps = spec.training.inner_steps * -(-completions // (spec.training.minibatch_size or completions))
         with (
             self.reporter.progress("generating", completions) as generated,
-            self.reporter.progress("training", spec.training.inner_steps) as trained,
+            self.reporter.progress("training", steps) as trained,
         ):
             work = produce_work(
                 loaded,

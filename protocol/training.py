@@ -1,14 +1,14 @@
 """Training: the GRPO local update every trainer runs (and a validator replays), and the warm-up.
 
-The update is a pure function of (checkpoint weights, rollouts, hyper-parameters): full-batch
-AdamW steps over the round's sequences in file order, micro-batched in a fixed order, no dropout,
+The update is a pure function of (checkpoint weights, rollouts, hyper-parameters): AdamW steps over
+minibatches of the round's sequences in file order, micro-batched in a fixed order, no dropout,
 no random draws. Two runs agree up to float summation order (thread count, batch split).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from protocol.envs.registry import Environment
@@ -69,6 +69,15 @@ def _token_logprobs(model: Any, ids: torch.Tensor, targets: torch.Tensor, temper
     return torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]
 
 
+def weighted_sequences(sequences: list[TrainingSequence], settings: TrainingSettings) -> list[TrainingSequence]:
+    """The sequences an update learns from: negative advantages scaled by `negative_weight`, and those
+    left with no advantage dropped when there is no KL term (they carry no gradient)."""
+    weighted = [
+        replace(s, advantage=s.advantage * settings.negative_weight) if s.advantage < 0 else s for s in sequences
+    ]
+    return weighted if settings.kl_weight > 0 else [s for s in weighted if s.advantage != 0.0]
+
+
 def grpo_update(
     model: Any,
     sequences: list[TrainingSequence],
@@ -78,38 +87,53 @@ def grpo_update(
     on_step: Callable[[int, float], None] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Returns the pseudo-gradient Δ = W_local - W (float32, per parameter) of a GRPO update from the
-    model's weights W; the model is left with W."""
+    model's weights W; the model is left with W.
+
+    The sequences (after `weighted_sequences`) are cut into minibatches of `minibatch_size` in file
+    order; each of `inner_steps` passes takes one AdamW step per minibatch, with the PPO ratio taken
+    against the weights the round started from. A minibatch is split into micro-batches of
+    `micro_batch_size` for its forward passes, which changes float summation order only."""
     import torch
 
     device = next(model.parameters()).device
     start = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    micro = [sequences[i : i + settings.micro_batch_size] for i in range(0, len(sequences), settings.micro_batch_size)]
-    batches = []
+    learned = weighted_sequences(sequences, settings)
+    if not learned:
+        return {name: torch.zeros_like(value, dtype=torch.float32) for name, value in start.items()}
+    size = settings.minibatch_size or len(learned)
+    minibatches = []
     with torch.no_grad():
-        for part in micro:
-            ids, targets, mask = (t.to(device) for t in _batch(part, pad_id))
-            reference = _token_logprobs(model, ids, targets, temperature)  # [B, T]: C_r's own, old = reference
-            advantages = torch.tensor([s.advantage for s in part], dtype=torch.float32, device=device)[:, None]
-            batches.append((ids, targets, mask, reference, advantages))
-    total_tokens = float(sum(float(b[2].sum()) for b in batches))
+        for first in range(0, len(learned), size):
+            part = learned[first : first + size]
+            micro = []
+            for at in range(0, len(part), settings.micro_batch_size):
+                piece = part[at : at + settings.micro_batch_size]
+                ids, targets, mask = (t.to(device) for t in _batch(piece, pad_id))
+                reference = _token_logprobs(model, ids, targets, temperature)  # [B, T]: C_r's own, old = reference
+                advantages = torch.tensor([s.advantage for s in piece], dtype=torch.float32, device=device)[:, None]
+                micro.append((ids, targets, mask, reference, advantages))
+            minibatches.append((micro, float(sum(float(m[2].sum()) for m in micro))))
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
     low, high = 1 - settings.clip_epsilon, 1 + settings.clip_epsilon
+    step = 0
     try:
-        for step in range(settings.inner_steps):
-            optimizer.zero_grad(set_to_none=True)
-            step_loss = 0.0
-            for ids, targets, mask, reference, advantages in batches:
-                logprobs = _token_logprobs(model, ids, targets, temperature)
-                ratio = torch.exp(logprobs - reference)
-                policy = -torch.minimum(ratio * advantages, ratio.clamp(low, high) * advantages)
-                log_gap = reference - logprobs
-                kl = torch.exp(log_gap) - log_gap - 1  # k3 estimator of KL(current || reference)
-                loss = ((policy + settings.kl_weight * kl) * mask).sum() / max(total_tokens, 1.0)
-                loss.backward()
-                step_loss += float(loss.detach())
-            optimizer.step()
-            if on_step is not None:
-                on_step(step, step_loss)
+        for _ in range(settings.inner_steps):
+            for micro, tokens in minibatches:
+                optimizer.zero_grad(set_to_none=True)
+                step_loss = 0.0
+                for ids, targets, mask, reference, advantages in micro:
+                    logprobs = _token_logprobs(model, ids, targets, temperature)
+                    ratio = torch.exp(logprobs - reference)
+                    policy = -torch.minimum(ratio * advantages, ratio.clamp(low, high) * advantages)
+                    log_gap = reference - logprobs
+                    kl = torch.exp(log_gap) - log_gap - 1  # k3 estimator of KL(current || reference)
+                    loss = ((policy + settings.kl_weight * kl) * mask).sum() / max(tokens, 1.0)
+                    loss.backward()
+                    step_loss += float(loss.detach())
+                optimizer.step()
+                if on_step is not None:
+                    on_step(step, step_loss)
+                step += 1
         return {name: (parameter.detach() - start[name]).float() for name, parameter in model.named_parameters()}
     finally:
         with torch.no_grad():

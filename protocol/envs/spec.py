@@ -50,12 +50,22 @@ class ToplocSettings(_Strict):
 class TrainingSettings(_Strict):
     """The local GRPO update every trainer runs, and the outer step of aggregation."""
 
-    prompts_per_round: int = Field(8, ge=1, le=1024, description="Prompts a trainer answers per round.")
+    # Defaults from bench/rl_curve.py (docs/benchmarks.md): a round's update learns from thousands of
+    # completions in minibatched steps, and from completions better than their group's mean only.
+    prompts_per_round: int = Field(256, ge=1, le=1024, description="Prompts a trainer answers per round.")
     group_size: int = Field(
         8, ge=2, le=256, description="Completions per prompt; advantages are normalised in a group."
     )
     learning_rate: float = Field(1e-4, gt=0, le=1, description="AdamW learning rate of the local update.")
-    inner_steps: int = Field(4, ge=1, le=1000, description="Optimizer steps over the round's rollouts.")
+    inner_steps: int = Field(
+        1, ge=1, le=1000, description="Passes over the round's sequences; a pass takes one step per minibatch."
+    )
+    minibatch_size: int = Field(
+        64, ge=0, le=MAX_SAMPLES, description="Sequences per optimizer step, in file order (0: all in one step)."
+    )
+    negative_weight: float = Field(
+        0.0, ge=0, le=1, description="Scale of negative advantages (0: learn from above-mean completions only)."
+    )
     kl_weight: float = Field(0.0, ge=0, description="Weight of the KL penalty to the round's checkpoint.")
     clip_epsilon: float = Field(0.2, gt=0, le=1, description="PPO-style ratio clip.")
     micro_batch_size: int = Field(64, ge=1, description="Sequences per forward pass (changes float order only).")

@@ -148,3 +148,42 @@ def test_update_is_deterministic_and_leaves_the_model_unchanged(tiny: LoadedMode
         # Another batch split only reorders float sums: the relative L2 error stays within the spec's tolerance.
         error = float((first[name] - split[name]).norm()) / max(float(first[name].norm()), 1e-12)
         assert error <= spec.verification.update_tolerance, (name, error)
+
+
+def _four_sequences(tiny: LoadedModel, spec: EnvSpec, advantages: tuple[float, ...]) -> list[TrainingSequence]:
+    prompts, _ = _prompts(tiny, spec, len(advantages))
+    eos = tiny.tokenizer.eos_id
+    answers = [[*tiny.tokenizer.encode(text), eos] for text in ("12", "7", "100", "3")]
+    return [TrainingSequence(p, a, adv) for p, a, adv in zip(prompts, answers, advantages, strict=True)]
+
+
+def test_negative_weight_scales_what_below_mean_completions_teach(tiny: LoadedModel, spec: EnvSpec) -> None:
+    # Broken version that fails: grpo_update ignoring negative_weight (learning from -1.0 at weight 0).
+    only_negative = _four_sequences(tiny, spec, (-1.0, -0.5, 0.0, -2.0))
+    spec.training.negative_weight = 0.0
+    steps: list[int] = []
+    nothing = grpo_update(tiny.model, only_negative, spec.training, 1.0, 0, lambda step, loss: steps.append(step))
+    assert steps == [] and all(float(d.abs().sum()) == 0.0 for d in nothing.values())
+    spec.training.negative_weight = 1.0
+    full = grpo_update(tiny.model, only_negative, spec.training, 1.0, 0)
+    assert sum(float(d.abs().sum()) for d in full.values()) > 0
+
+
+def test_minibatches_take_one_step_each_and_change_the_update(tiny: LoadedModel, spec: EnvSpec) -> None:
+    # Broken version that fails: minibatch_size ignored (one full-batch step per pass).
+    sequences = _four_sequences(tiny, spec, (1.0, 0.5, 2.0, 0.25))
+    spec.training.inner_steps = 2
+
+    def run(minibatch: int) -> tuple[list[int], dict[str, torch.Tensor]]:
+        spec.training.minibatch_size = minibatch
+        steps: list[int] = []
+        return steps, grpo_update(tiny.model, sequences, spec.training, 1.0, 0, lambda step, loss: steps.append(step))
+
+    whole_steps, whole = run(0)
+    same_steps, same = run(4)
+    split_steps, split = run(3)
+    assert len(whole_steps) == len(same_steps) == 2  # 2 passes x 1 minibatch
+    assert len(split_steps) == 4  # 2 passes x 2 minibatches (3 + 1 sequences)
+    assert all(torch.equal(whole[name], same[name]) for name in whole)
+    moved = sum(float((whole[name] - split[name]).norm()) for name in whole)
+    assert moved > 0
