@@ -55,12 +55,14 @@ def _print(summary: dict[str, Any], json_output: bool) -> None:
         "checkpoint",
         "greedy",
         "sampled (the policy RL trains)",
-        title="Held-out accuracy",
+        "mean reward of its rollouts",
+        title="Accuracy: held-out greedy and sampled, and the round's accepted rollouts",
         title_justify="left",
     )
     for row in summary["rounds"]:
         name = "initial" if row["round"] == 0 else f"after round {row['round']}"
-        rounds.add_row(name, f"{100 * row['accuracy']:.1f}%", f"{100 * row['sampled_accuracy']:.1f}%")
+        reward = "" if row["rollout_reward"] is None else f"{100 * row['rollout_reward']:.1f}%"
+        rounds.add_row(name, f"{100 * row['accuracy']:.1f}%", f"{100 * row['sampled_accuracy']:.1f}%", reward)
     stdout.print(rounds)
     accounts = Table(
         "account", "role", "stake before", "stake after", "rewards", title="Accounts", title_justify="left"

@@ -45,7 +45,7 @@ def main(
 
 @app.command()
 def demo(
-    rounds: int = typer.Option(3, "--rounds", help="Rounds of training."),
+    rounds: int = typer.Option(5, "--rounds", help="Rounds of training."),
     trainers: int = typer.Option(3, "--trainers", help="Trainer nodes (separate processes)."),
     validators: int = typer.Option(2, "--validators", help="Validators (separate processes)."),
     adversary: list[str] = typer.Option(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol import devnet
 from protocol.accounts import Signer, load_signer
@@ -36,6 +36,9 @@ from protocol.ids import submission_id
 from protocol.params import PPM, demo_task_params
 from protocol.values import from_wei
 
+if TYPE_CHECKING:
+    from validator.audit import RoundAudit
+
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 TOKEN = 10**18
 LONG_S = 3600  # windows the demo ends by moving the devnet's clock, never by waiting
@@ -46,7 +49,7 @@ STEP_TIMEOUT_S = 600
 class DemoOptions:
     """What `crucible demo` runs."""
 
-    rounds: int = 3
+    rounds: int = 5
     trainers: int = 3
     validators: int = 2
     adversaries: list[str] = field(default_factory=lambda: ["inflated-rewards"])
@@ -323,6 +326,20 @@ class Demo:
 
     # ------------------------------------------------------------ the summary
 
+    @staticmethod
+    def _rollout_reward(audit: RoundAudit, store: LocalStore) -> float | None:
+        """Mean reward of the round's accepted rollouts: the checkpoint's policy on thousands of training
+        prompts (RL's own objective, a far smaller error than the held-out set's 200 problems)."""
+        from protocol.rollouts import parse_rollouts
+
+        rewards = [
+            sample.reward
+            for submission in audit.submissions
+            if not submission.rejected
+            for sample in parse_rollouts(store.get(submission.rollout_cid), submission.rollout_cid).samples
+        ]
+        return sum(rewards) / len(rewards) if rewards else None
+
     def _summary(
         self, crucible: Crucible, home: Path, store: LocalStore, task_id: int, people: list[Participant], refund: int
     ) -> dict[str, Any]:
@@ -337,11 +354,17 @@ class Demo:
             checkpoints = [auditor.round(task_id, r, rerun=False).checkpoint_cid for r in range(self.options.rounds)]
             final = crucible.checkpoint_cid(task_id, self.options.rounds - 1)
             last = auditor.round(task_id, self.options.rounds - 1, rerun=False).agreed_cid or final
+            rewards = [
+                self._rollout_reward(auditor.round(task_id, r, rerun=False), store) for r in range(self.options.rounds)
+            ]
             rounds = []
             for number, cid in enumerate([*checkpoints, last]):
                 self.stage("evaluating checkpoints", number, len(checkpoints) + 1)
                 greedy, sampled = auditor.accuracy(cid, env_cid)
-                rounds.append({"round": number, "checkpoint_cid": cid, "accuracy": greedy, "sampled_accuracy": sampled})
+                rounds.append({
+                    "round": number, "checkpoint_cid": cid, "accuracy": greedy, "sampled_accuracy": sampled,
+                    "rollout_reward": rewards[number] if number < len(rewards) else None,
+                })  # fmt: skip
             books = money_check(crucible, index, task_id)
             market = market_balance_check(crucible, index)
             accounts = []

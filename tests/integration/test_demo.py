@@ -41,6 +41,8 @@ def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path)
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in summary["rounds"])
     assert summary["rounds"][0]["checkpoint_cid"] != summary["rounds"][1]["checkpoint_cid"]
+    # Round 0's accepted rollouts were sampled from the initial checkpoint; the last checkpoint has none.
+    assert 0.0 <= summary["rounds"][0]["rollout_reward"] <= 1.0 and summary["rounds"][1]["rollout_reward"] is None
     accounts = {a["name"]: a for a in summary["accounts"]}
     assert {a["role"] for a in accounts.values()} == {"trainer", "validator"} and len(accounts) == 5
     cheat = accounts["trainer-3 (inflated-rewards)"]
