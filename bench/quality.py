@@ -5,10 +5,12 @@
 - poisoned, validation on: 2 honest nodes and a `poisoned-update` node, honest validators;
 - poisoned, validation off: the same with `--unsafe-no-validation` (validators attest unchecked).
 
-Reports the held-out accuracy (greedy and sampled) of every checkpoint of each run, and writes the
-sampled-accuracy curves as an SVG next to docs/benchmarks.md.
+Reports the held-out accuracy (greedy and sampled) of every checkpoint of each run and the mean
+reward of each round's accepted rollouts, and writes the sampled-accuracy curves as an SVG next to
+docs/benchmarks.md. `--prompts` is per node of the decentralised runs; the lone node answers 3x as
+many, so at most 170 with groups of 8 (a rollout file holds at most 4,096 completions).
 
-Run: .venv/bin/python -m bench.quality [--rounds 6] [--prompts 8] [--warmup-steps 600] [--json]
+Run: .venv/bin/python -m bench.quality [--rounds 5] [--prompts 128] [--warmup-steps 600] [--json]
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ def configurations(rounds: int, prompts: int, warmup: int) -> dict[str, DemoOpti
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--prompts", type=int, default=128)
     parser.add_argument("--warmup-steps", type=int, default=DemoOptions.warmup_steps)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -54,6 +56,7 @@ def main() -> None:
             "seconds": round(time.perf_counter() - started, 1),
             "accuracy": [r["accuracy"] for r in summary["rounds"]],
             "sampled_accuracy": [r["sampled_accuracy"] for r in summary["rounds"]],
+            "rollout_reward": [r["rollout_reward"] for r in summary["rounds"]],
             "balanced": summary["money_check"]["balanced"],
             "slashed": {a["name"]: a["stake_before"] - a["stake_after"] for a in summary["accounts"]},
         }

@@ -69,10 +69,11 @@ def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any, labels: 
     for round_index in range(rounds + 1):
         result = evaluate(loaded.model, loaded.tokenizer, spec)
         points.append({"accuracy": result.accuracy, "sampled_accuracy": result.sampled_accuracy})
-        on_round(round_index, points[-1])
         if round_index == rounds:
+            on_round(round_index, points[-1])
             break
         updates = []
+        rewards: list[float] = []
         for node in range(nodes):
             context = RoundContext(
                 chain_id=31337,
@@ -84,8 +85,15 @@ def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any, labels: 
                 checkpoint_cid=cid_of_bytes(f"round {round_index}".encode()),  # labels only: nothing is stored
                 env_cid=cid_of_bytes(spec.canonical_bytes()),
             )
-            update = labelled_update(loaded, spec, context) if labels else produce_work(loaded, spec, context).update
-            updates.append((node, update))
+            if labels:
+                updates.append((node, labelled_update(loaded, spec, context)))
+                continue
+            work = produce_work(loaded, spec, context)
+            rewards += [sample.reward for sample in work.rollouts.samples]
+            updates.append((node, work.update))
+        # The policy's mean reward on its own rollouts: thousands of completions, RL's objective.
+        points[-1]["rollout_reward"] = sum(rewards) / len(rewards) if rewards else None
+        on_round(round_index, points[-1])
         state = aggregate(dict(loaded.model.state_dict()), updates, spec.training.outer_learning_rate)
         loaded.model.load_state_dict(state)
     return points
@@ -154,7 +162,10 @@ def main() -> None:
         for result in results:
             greedy = " → ".join(f"{p['accuracy']:.3f}" for p in result["points"])
             sampled = " → ".join(f"{p['sampled_accuracy']:.3f}" for p in result["points"])
+            reward = " → ".join(f"{p['rollout_reward']:.3f}" for p in result["points"] if p.get("rollout_reward"))
             print(f"{result['setting']} ({result['seconds']} s)\n  greedy  {greedy}\n  sampled {sampled}")
+            if reward:
+                print(f"  rollout reward (rounds 0..{len(result['points']) - 2}) {reward}")
 
 
 if __name__ == "__main__":

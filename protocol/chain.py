@@ -36,6 +36,9 @@ GAS_MARGIN = 1.25
 REBROADCAST_AFTER_S = 3.0  # a transaction still unmined and unknown after this is sent again
 KEEP_SENT = 256  # signed transactions kept per sender, to re-send what a reorg dropped
 TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.HTTPError)
+# What nodes answer when asked about a block they do not have (yet, or any more after a reorg or a
+# revert): Anvil, geth, Erigon/Nethermind. The head moves under the question; asking again answers it.
+MISSING_BLOCK = ("BlockOutOfRange", "header not found", "unknown block")
 
 
 def describe_revert(name: str, args: dict[str, Any]) -> str:
@@ -78,6 +81,7 @@ class Chain:
         self.confirmations = confirmations
         self.receipt_timeout_s = receipt_timeout_s
         self.poll_interval_s = poll_interval_s
+        self.retries, self.backoff_s = retries, backoff_s
         retry = ExceptionRetryConfiguration(errors=TRANSPORT_ERRORS, retries=retries, backoff_factor=backoff_s)
         provider = Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 10}, exception_retry_configuration=retry)
         self.w3 = Web3(provider)
@@ -90,10 +94,18 @@ class Chain:
         self._sent: dict[str, dict[int, bytes]] = {}
 
     def _rpc(self, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except TRANSPORT_ERRORS:
-            raise RpcUnreachable(f"RPC endpoint {self.rpc_url} is unreachable") from None
+        """Runs one request: transport errors (already retried by the provider) become RpcUnreachable;
+        a missing-block answer is asked again, with backoff, `retries` times."""
+        for attempt in range(self.retries + 1):
+            try:
+                return call()
+            except TRANSPORT_ERRORS:
+                raise RpcUnreachable(f"RPC endpoint {self.rpc_url} is unreachable") from None
+            except Web3RPCError as error:
+                if attempt == self.retries or not any(text in str(error) for text in MISSING_BLOCK):
+                    raise
+                time.sleep(self.backoff_s * 2**attempt)
+        raise AssertionError("unreachable")
 
     # ------------------------------------------------------------ contracts
 

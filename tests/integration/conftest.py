@@ -50,7 +50,7 @@ class RoleProcess:
         if code is None or code == 0:
             return None
         stderr = self.process.stderr.read() if self.process.stderr else ""
-        return f"`{self.command}` exited {code}: {stderr[-2000:]}"
+        return f"`{self.command}` exited {code}: {stderr[-8000:]}"
 
     def stop(self) -> None:
         if self.process.poll() is None:

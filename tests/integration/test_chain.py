@@ -109,6 +109,22 @@ def test_reverted_view_decoded(crucible: Crucible) -> None:
         crucible.deadlines(7, 0)
 
 
+def test_a_view_at_a_block_the_node_lacks_is_asked_again_until_it_has_it(crucible: Crucible) -> None:
+    """Anvil answers BlockOutOfRangeError for a block past its head, as nodes do for a block a reorg or
+    a revert took away while a role was asking (seen in the dispute test's re-rolls). Broken version that
+    fails: `Chain._rpc` without the MISSING_BLOCK retry (the call raises Web3RPCError at once)."""
+    chain = crucible.chain
+    ahead = chain.w3.eth.block_number + 1
+    timer = threading.Timer(0.3, lambda: chain.w3.provider.make_request("evm_mine", []))  # type: ignore[arg-type]
+    timer.start()
+    try:
+        assert crucible.chain.call(crucible.market.functions.taskCount(), block=ahead) >= 0
+    finally:
+        timer.join()
+    with pytest.raises(Exception, match="BlockOutOfRange"):  # a block that never comes: the node's own answer
+        Chain(chain.rpc_url, retries=1, backoff_s=0.01).call(crucible.market.functions.taskCount(), block=ahead + 50)
+
+
 def test_a_transaction_the_node_dropped_is_sent_again_once(crucible: Crucible, dev: list[Signer]) -> None:
     """A reorg can drop a mined transaction from the chain and the pool; the sender notices it is unknown
     and resends the same signed bytes (same nonce: never twice). Broken version: pass `raw=None` to
