@@ -1,7 +1,9 @@
 """Training quality of whole demo runs (every role a separate process), side by side in one run:
 
 - decentralised: 3 honest trainer nodes, the validators' outer aggregation of their updates;
-- alone: 1 trainer node answering 3x the prompts a round (the same total rollouts);
+- alone: 1 trainer node answering 3x the prompts a round (the same total rollouts), in minibatches
+  of the default size (3x the optimizer steps) and of 3x that size (the same steps, as a data-parallel
+  run of the three nodes would take);
 - poisoned, validation on: 2 honest nodes and a `poisoned-update` node, honest validators;
 - poisoned, validation off: the same with `--unsafe-no-validation` (validators attest unchecked).
 
@@ -29,10 +31,16 @@ PLOT = Path(__file__).resolve().parent.parent / "docs" / "quality.svg"
 
 
 def configurations(rounds: int, prompts: int, warmup: int) -> dict[str, DemoOptions]:
+    from protocol.envs.spec import TrainingSettings
+
     common: dict[str, Any] = {"rounds": rounds, "validators": 2, "warmup_steps": warmup}
+    default_minibatch = TrainingSettings().minibatch_size
     return {
         "decentralised (3 nodes)": DemoOptions(trainers=3, adversaries=[], prompts=prompts, **common),
         "alone (1 node, 3x prompts)": DemoOptions(trainers=1, adversaries=[], prompts=3 * prompts, **common),
+        "alone, 3x minibatch (same steps)": DemoOptions(
+            trainers=1, adversaries=[], prompts=3 * prompts, minibatch=3 * default_minibatch, **common
+        ),
         "poisoned, validation on": DemoOptions(trainers=3, adversaries=["poisoned-update"], prompts=prompts, **common),
         "poisoned, validation off": DemoOptions(
             trainers=3, adversaries=["poisoned-update"], prompts=prompts, unsafe_no_validation=True, **common

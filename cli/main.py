@@ -55,6 +55,9 @@ def demo(
     size: str = typer.Option("tiny", "--size", help="Model size: tiny, small or base."),
     warmup_steps: int = typer.Option(600, "--warmup-steps", help="Supervised warm-up steps of the initial model."),
     prompts: int = typer.Option(256, "--prompts", help="Prompts each trainer answers per round (1 to 512)."),
+    minibatch: int | None = typer.Option(
+        None, "--minibatch", help="Sequences per optimizer step of the update (0: all in one; default: the spec's)."
+    ),
     keep: bool = typer.Option(False, "--keep", help="Serve the explorer afterwards, until Ctrl-C."),
     port: int = typer.Option(8600, "--port", help="The explorer's port with --keep."),
     unsafe_no_validation: bool = typer.Option(
@@ -76,6 +79,7 @@ def demo(
         size=size,
         warmup_steps=warmup_steps,
         prompts=prompts,
+        minibatch=minibatch,
         keep=keep,
         port=port,
         unsafe_no_validation=unsafe_no_validation,

@@ -57,6 +57,7 @@ class DemoOptions:
     size: str = "tiny"
     warmup_steps: int = 600
     prompts: int = 256
+    minibatch: int | None = None  # sequences per optimizer step; None: the spec's default
     keep: bool = False
     port: int = 8600
     unsafe_no_validation: bool = False  # validators attest without checking (`--adversary lazy`): a lesson
@@ -82,6 +83,8 @@ class DemoOptions:
             raise ConfigError(f"unknown model size {self.size!r}: tiny, small or base")
         if not 1 <= self.prompts <= 512:
             raise ConfigError(f"--prompts must be 1 to 512, got {self.prompts}")
+        if self.minibatch is not None and not 0 <= self.minibatch <= 4096:
+            raise ConfigError(f"--minibatch must be 0 (all in one step) to 4096, got {self.minibatch}")
 
 
 @dataclass
@@ -205,6 +208,8 @@ class Demo:
         model_cid = json.loads(run_cli(home, "model", "publish", str(home / "model"), "--json"))["cid"]
         spec = default_spec(options.env)
         spec.training.prompts_per_round = options.prompts
+        if options.minibatch is not None:
+            spec.training.minibatch_size = options.minibatch
         env_cid = store.put(spec.canonical_bytes())
         self.stage("making the initial model", 1, 1)
         per_check = min(2, options.validators)

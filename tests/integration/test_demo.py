@@ -82,6 +82,8 @@ def test_demo_options_are_checked_before_anything_starts(tmp_path: Path) -> None
         (["--adversary", "sneaky"], "unknown adversary"),
         (["--env", "chess"], "unknown environment"),
         (["--size", "huge"], "unknown model size"),
+        (["--prompts", "513"], "--prompts must be 1 to 512"),
+        (["--minibatch", "-1"], "--minibatch must be 0"),
     ]
     for args, fragment in cases:
         done = subprocess.run([CRUCIBLE, "demo", *args], capture_output=True, text=True, env=env, timeout=60)
