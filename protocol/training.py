@@ -70,12 +70,15 @@ def _token_logprobs(model: Any, ids: torch.Tensor, targets: torch.Tensor, temper
 
 
 def weighted_sequences(sequences: list[TrainingSequence], settings: TrainingSettings) -> list[TrainingSequence]:
-    """The sequences an update learns from: negative advantages scaled by `negative_weight`, and those
-    left with no advantage dropped when there is no KL term (they carry no gradient)."""
+    """The sequences an update learns from: negative advantages scaled by `negative_weight`; when
+    minibatching with no KL term, those left with no advantage are dropped (they carry no gradient and
+    would only thin the minibatches). A single full batch keeps them, as schema-1 specs meant."""
     weighted = [
         replace(s, advantage=s.advantage * settings.negative_weight) if s.advantage < 0 else s for s in sequences
     ]
-    return weighted if settings.kl_weight > 0 else [s for s in weighted if s.advantage != 0.0]
+    if settings.kl_weight > 0 or not settings.minibatch_size:
+        return weighted
+    return [s for s in weighted if s.advantage != 0.0]
 
 
 def grpo_update(

@@ -82,11 +82,17 @@ class VerificationSettings(_Strict):
     )
 
 
+# What a version-1 spec's training section meant by the fields it could not name.
+VERSION_ONE_TRAINING = {"minibatch_size": 0, "negative_weight": 1.0}
+
+
 class EnvSpec(_Strict):
     """A task's environment spec, schema-versioned."""
 
     schema_name: Literal["crucible.env"] = Field("crucible.env", alias="schema")
-    schema_version: Literal[1] = 1
+    # 2 added training.minibatch_size and training.negative_weight; a version-1 document is read with
+    # what it meant (one full batch, negatives at full weight), so tasks created before replay the same.
+    schema_version: Literal[1, 2] = 2
     environment: str = Field(description="Registered environment name (`crucible env list`).")
     params: dict[str, Any] = Field(default_factory=dict, description="The environment's own parameters.")
     eval_size: int = Field(200, ge=1, le=100_000, description="Problems in the held-out evaluation set.")
@@ -96,6 +102,15 @@ class EnvSpec(_Strict):
     verification: VerificationSettings = Field(default_factory=VerificationSettings)
 
     model_config = {"extra": "forbid", "populate_by_name": True}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_one_meaning(cls, document: Any) -> Any:
+        if isinstance(document, dict) and document.get("schema_version") == 1:
+            training = document.get("training")
+            training = dict(training) if isinstance(training, dict) else {}
+            document = {**document, "training": {**VERSION_ONE_TRAINING, **training}}
+        return document
 
     @model_validator(mode="after")
     def _cross_checks(self) -> EnvSpec:

@@ -87,7 +87,7 @@ def test_spec_defaults_round_trip_and_bad_specs_are_named() -> None:
         (json.dumps({"environment": "sorting", "training": {"group_size": 1}}).encode(), "training.group_size"),
         (json.dumps({"environment": "sorting", "training": {"prompts_per_round": 1000, "group_size": 100}}).encode(),
          "above the bound"),
-        (json.dumps({"environment": "sorting", "schema_version": 2}).encode(), "schema_version"),
+        (json.dumps({"environment": "sorting", "schema_version": 3}).encode(), "schema_version"),
         (json.dumps({"environment": "sorting", "surprise": 1}).encode(), "surprise"),
     ]  # fmt: skip
     for data, fragment in cases:
@@ -106,3 +106,20 @@ def test_char_tokenizer_round_trip_and_unknown_characters() -> None:
         tokenizer.encode("12#")
     with pytest.raises(ConfigError):
         CharTokenizer("aa")
+
+
+def test_a_version_one_spec_keeps_the_update_it_named() -> None:
+    """A task created before schema 2 named its env spec by CID; its validators must replay the update
+    its trainers ran (one full batch, negatives at full weight). Broken version that fails: dropping
+    `EnvSpec._version_one_meaning` (the new defaults, 64 and 0.0, would apply to the old task)."""
+    current = default_spec("arithmetic")
+    assert current.schema_version == 2 and current.training.minibatch_size == 64
+    document = json.loads(current.canonical_bytes())
+    document["schema_version"] = 1
+    for name in ("minibatch_size", "negative_weight"):
+        del document["training"][name]
+    old = parse_spec(json.dumps(document).encode(), "old.json")
+    assert (old.training.minibatch_size, old.training.negative_weight) == (0, 1.0)
+    assert old.training.prompts_per_round == current.training.prompts_per_round  # what it named stays
+    named = parse_spec(json.dumps(document | {"training": document["training"] | {"minibatch_size": 8}}).encode(), "x")
+    assert named.training.minibatch_size == 8
