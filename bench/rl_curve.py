@@ -162,7 +162,9 @@ def main() -> None:
         for result in results:
             greedy = " → ".join(f"{p['accuracy']:.3f}" for p in result["points"])
             sampled = " → ".join(f"{p['sampled_accuracy']:.3f}" for p in result["points"])
-            reward = " → ".join(f"{p['rollout_reward']:.3f}" for p in result["points"] if p.get("rollout_reward"))
+            reward = " → ".join(
+                f"{p['rollout_reward']:.3f}" for p in result["points"] if p.get("rollout_reward") is not None
+            )
             print(f"{result['setting']} ({result['seconds']} s)\n  greedy  {greedy}\n  sampled {sampled}")
             if reward:
                 print(f"  rollout reward (rounds 0..{len(result['points']) - 2}) {reward}")
