@@ -41,16 +41,12 @@ def parse_setting(text: str) -> dict[str, float]:
 def labelled_update(loaded: Any, spec: Any, context: Any) -> Any:
     """The control: an update from the same prompts' right answers (advantage 1 each, one sequence a
     prompt) through the same optimizer and settings, with no rollouts: what labels would teach."""
-    from protocol.tokenizer import prompt_ids
-    from protocol.training import TrainingSequence, grpo_update
+    from protocol.training import answer_sequence, grpo_update
     from protocol.work import assigned_slots
 
     tokenizer = loaded.tokenizer
     problems = {slot.prompt_index: slot.problem for slot in assigned_slots(spec, context)}
-    sequences = [
-        TrainingSequence(prompt_ids(tokenizer, p.prompt), [*tokenizer.encode(p.answer), tokenizer.eos_id], 1.0)
-        for p in problems.values()
-    ]
+    sequences = [answer_sequence(tokenizer, p) for p in problems.values()]
     return grpo_update(loaded.model, sequences, spec.training, spec.sampling.temperature, tokenizer.pad_id)
 
 

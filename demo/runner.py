@@ -30,7 +30,7 @@ from protocol.artifacts.store import LocalStore
 from protocol.chain import Chain
 from protocol.client import Crucible, Role
 from protocol.deployment import DEVNET_UNBONDING_S, deploy
-from protocol.envs.spec import default_spec
+from protocol.envs.spec import MAX_SAMPLES, default_spec
 from protocol.errors import ConfigError, CrucibleError
 from protocol.ids import submission_id
 from protocol.params import PPM, demo_task_params
@@ -83,8 +83,8 @@ class DemoOptions:
             raise ConfigError(f"unknown model size {self.size!r}: tiny, small or base")
         if not 1 <= self.prompts <= 512:
             raise ConfigError(f"--prompts must be 1 to 512, got {self.prompts}")
-        if self.minibatch is not None and not 0 <= self.minibatch <= 4096:
-            raise ConfigError(f"--minibatch must be 0 (all in one step) to 4096, got {self.minibatch}")
+        if self.minibatch is not None and not 0 <= self.minibatch <= MAX_SAMPLES:
+            raise ConfigError(f"--minibatch must be 0 (all in one step) to {MAX_SAMPLES}, got {self.minibatch}")
 
 
 @dataclass
@@ -356,12 +356,10 @@ class Demo:
             index.sync()
             auditor = Auditor(crucible, index, store, rerun=False)
             env_cid = str(auditor.created(task_id).args["envCid"])
-            checkpoints = [auditor.round(task_id, r, rerun=False).checkpoint_cid for r in range(self.options.rounds)]
-            final = crucible.checkpoint_cid(task_id, self.options.rounds - 1)
-            last = auditor.round(task_id, self.options.rounds - 1, rerun=False).agreed_cid or final
-            rewards = [
-                self._rollout_reward(auditor.round(task_id, r, rerun=False), store) for r in range(self.options.rounds)
-            ]
+            audits = [auditor.round(task_id, r, rerun=False) for r in range(self.options.rounds)]
+            checkpoints = [audit.checkpoint_cid for audit in audits]
+            last = audits[-1].agreed_cid or crucible.checkpoint_cid(task_id, self.options.rounds - 1)
+            rewards = [self._rollout_reward(audit, store) for audit in audits]
             rounds = []
             for number, cid in enumerate([*checkpoints, last]):
                 self.stage("evaluating checkpoints", number, len(checkpoints) + 1)

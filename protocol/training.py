@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from protocol.envs.registry import Environment
+from protocol.envs.registry import Environment, Problem
 from protocol.envs.spec import TrainingSettings
 from protocol.seeds import label_seed
 from protocol.tokenizer import Tokenizer, prompt_ids
@@ -27,6 +27,13 @@ class TrainingSequence:
     prompt_ids: list[int]
     completion_ids: list[int]
     advantage: float
+
+
+def answer_sequence(tokenizer: Tokenizer, problem: Problem) -> TrainingSequence:
+    """A problem's right answer (and the end token) as a sequence to learn from: the warm-up's data."""
+    return TrainingSequence(
+        prompt_ids(tokenizer, problem.prompt), [*tokenizer.encode(problem.answer), tokenizer.eos_id], 1.0
+    )
 
 
 def group_advantages(rewards: list[float], group_size: int) -> list[float]:
@@ -118,25 +125,22 @@ def grpo_update(
             minibatches.append((micro, float(sum(float(m[2].sum()) for m in micro))))
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
     low, high = 1 - settings.clip_epsilon, 1 + settings.clip_epsilon
-    step = 0
     try:
-        for _ in range(settings.inner_steps):
-            for micro, tokens in minibatches:
-                optimizer.zero_grad(set_to_none=True)
-                step_loss = 0.0
-                for ids, targets, mask, reference, advantages in micro:
-                    logprobs = _token_logprobs(model, ids, targets, temperature)
-                    ratio = torch.exp(logprobs - reference)
-                    policy = -torch.minimum(ratio * advantages, ratio.clamp(low, high) * advantages)
-                    log_gap = reference - logprobs
-                    kl = torch.exp(log_gap) - log_gap - 1  # k3 estimator of KL(current || reference)
-                    loss = ((policy + settings.kl_weight * kl) * mask).sum() / max(tokens, 1.0)
-                    loss.backward()
-                    step_loss += float(loss.detach())
-                optimizer.step()
-                if on_step is not None:
-                    on_step(step, step_loss)
-                step += 1
+        for step, (micro, tokens) in enumerate(minibatches * settings.inner_steps):  # passes in order
+            optimizer.zero_grad(set_to_none=True)
+            step_loss = 0.0
+            for ids, targets, mask, reference, advantages in micro:
+                logprobs = _token_logprobs(model, ids, targets, temperature)
+                ratio = torch.exp(logprobs - reference)
+                policy = -torch.minimum(ratio * advantages, ratio.clamp(low, high) * advantages)
+                log_gap = reference - logprobs
+                kl = torch.exp(log_gap) - log_gap - 1  # k3 estimator of KL(current || reference)
+                loss = ((policy + settings.kl_weight * kl) * mask).sum() / max(tokens, 1.0)
+                loss.backward()
+                step_loss += float(loss.detach())
+            optimizer.step()
+            if on_step is not None:
+                on_step(step, step_loss)
         return {name: (parameter.detach() - start[name]).float() for name, parameter in model.named_parameters()}
     finally:
         with torch.no_grad():
@@ -179,10 +183,7 @@ def supervised_warmup(
     loss_value = float("nan")
     for step in range(steps):
         part = problems[step * batch_size : (step + 1) * batch_size]
-        sequences = [
-            TrainingSequence(prompt_ids(tokenizer, p.prompt), [*tokenizer.encode(p.answer), tokenizer.eos_id], 1.0)
-            for p in part
-        ]
+        sequences = [answer_sequence(tokenizer, p) for p in part]
         ids, targets, mask = (t.to(device) for t in _batch(sequences, tokenizer.pad_id))
         logits = model(input_ids=ids).logits.float()  # [B, T, V]
         losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # [B, T]
