@@ -18,7 +18,9 @@ from protocol.ids import decode_submission_id, parse_submission_id
 from protocol.values import format_tokens
 
 app = typer.Typer(
-    no_args_is_help=True, help="Rebuild history from the chain, re-run checks, balance the books, dispute."
+    no_args_is_help=True,
+    help="Rebuild history from the chain, re-run checks, balance the books, dispute. `task`, `round` and "
+    "`submission` exit 1 when they find something wrong with what others did, 0 when clean.",
 )
 
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
@@ -76,6 +78,23 @@ def sync(ctx: typer.Context, index: Path = INDEX, confirmations: int = CONFIRMAT
         emit_json(document)
     else:
         stdout.print(key_value_table("Event index", list(document.items())))
+
+
+def _notes_table(notes: list[str]) -> Table:
+    table = Table(title="Could not verify (the auditor's own faults, not findings)", title_justify="left")
+    table.add_column("note", style="yellow")
+    for note in notes:
+        table.add_row(note)
+    return table
+
+
+def _report_end(findings: list[Any], notes: list[str], clean: str) -> None:
+    """Prints the notes and findings; exits 1 when there are findings (as pip-audit and cargo-audit do)."""
+    if notes:
+        stdout.print(_notes_table(notes))
+    stdout.print(_findings_table(findings) if findings else f"[green]{clean}")
+    if findings:
+        raise typer.Exit(1)
 
 
 def _findings_table(findings: list[Any]) -> Table:
@@ -145,7 +164,7 @@ def task(
     crucible = auditor.crucible
     if json_output:
         emit_json(document)
-        return
+        raise typer.Exit(1 if audit.all_findings() else 0)
     decimals, symbol = crucible.decimals, crucible.symbol
     stdout.print(
         key_value_table(
@@ -165,10 +184,9 @@ def task(
         stdout.print(_submissions_table(f"Round {r.round_index} (checkpoint accuracy {accuracy})", r.submissions,
                                         decimals, symbol))  # fmt: skip
     stdout.print(_money_table(audit.money, decimals, symbol))
-    findings = audit.all_findings()
-    stdout.print(_findings_table(findings) if findings else "[green]No findings: every verdict matches the re-run.")
     if html is not None:
         stdout.print(f"HTML report: {html}")
+    _report_end(audit.all_findings(), audit.all_notes(), "No findings: every verdict matches the re-run.")
 
 
 def _write_html(path: Path, document: dict[str, Any], indexed_block: int) -> None:
@@ -206,7 +224,7 @@ def round_command(
         audit = auditor.round(task_id, round_index)
     if json_output:
         emit_json(audit.as_json())
-        return
+        raise typer.Exit(1 if audit.all_findings() else 0)
     crucible = auditor.crucible
     stdout.print(_submissions_table(f"Task {task_id} round {round_index}", audit.submissions, crucible.decimals,
                                     crucible.symbol))  # fmt: skip
@@ -220,8 +238,7 @@ def round_command(
             ],
         )
     )
-    findings = audit.all_findings()
-    stdout.print(_findings_table(findings) if findings else "[green]No findings.")
+    _report_end(audit.all_findings(), audit.all_notes(), "No findings.")
 
 
 @app.command()
@@ -244,7 +261,7 @@ def submission(
         audit = auditor.submission(value)
     if json_output:
         emit_json(audit.as_json())
-        return
+        raise typer.Exit(1 if audit.findings else 0)
     _print_submission(audit, auditor.crucible)
 
 
@@ -265,7 +282,7 @@ def _print_submission(audit: Any, crucible: Any) -> None:
         for result in audit.rerun.results:
             checks.add_row(result.check, "yes" if result.passed else "no", f"{result.seconds:.3f}", result.reason or "")
         stdout.print(checks)
-    stdout.print(_findings_table(audit.findings) if audit.findings else "[green]No findings.")
+    _report_end(audit.findings, audit.notes, "No findings.")
 
 
 @app.command()
@@ -317,7 +334,8 @@ def dispute(
         with stderr.status(f"re-running submission {hex(value)}", spinner="dots"):
             audit = auditor.submission(value)
         verdict = audit.rerun
-        assert verdict is not None
+        if verdict is None:
+            raise ConfigError(f"nothing sent: {'; '.join(audit.notes) or 'the re-run did not run'}")
         if verdict.valid != audit.rejected:
             raise ConfigError(
                 f"nothing to dispute: the re-run finds submission {hex(value)} "

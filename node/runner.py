@@ -19,7 +19,7 @@ from protocol.envs.spec import EnvSpec, parse_spec
 from protocol.errors import ConfigError, ContractRevert
 from protocol.ids import submission_id
 from protocol.model import LoadedModel, load_checkpoint
-from protocol.participant import DEVNET_CHAIN_ID, RACED_REVERTS, Participant
+from protocol.participant import DEVNET_CHAIN_ID, Participant
 from protocol.reporter import Reporter
 from protocol.work import RoundContext
 
@@ -265,8 +265,8 @@ class TrainerNode(Participant):
                 choice = self.options.adversary.choose_submission(prepared, others, earlier)
         if choice is None:
             return self._skip(round_index, "nothing to submit before the deadline")
-        if self.crucible.chain.now() >= deadline:
-            return self._skip(round_index, "the work finished after the submission deadline")
+        if not self.lands_before(deadline, "submit", round=round_index):
+            return self._skip(round_index, "the submission window closes before the next block")
         try:
             self.crucible.submit_work(
                 self.signer,
@@ -321,13 +321,11 @@ class TrainerNode(Participant):
         if self.crucible.balance_of(self.address) < self.crucible.task(task_id).dispute_bond:
             self.reporter.event("cannot_dispute", round=round_index, reason="balance below the dispute bond")
             return
-        try:
-            self.crucible.dispute(self.signer, submission)
-        except ContractRevert as error:
-            if error.name not in RACED_REVERTS:
-                raise
+        if not self.lands_before(deadlines.challenge, "dispute", round=round_index):
             return
-        self.reporter.event("disputed", round=round_index, submission=str(submission))
+        with self.racing("dispute", round=round_index):
+            self.crucible.dispute(self.signer, submission)
+            self.reporter.event("disputed", round=round_index, submission=str(submission))
 
     def _settle_and_claim(self) -> None:
         task_id = self.options.task_id
@@ -336,13 +334,7 @@ class TrainerNode(Participant):
                 self._dispute_rejection(round_index)
                 continue
             submission = submission_id(task_id, round_index, self.address)
-            state = self.crucible.submission(submission)
-            if not state.settled:
-                try:
-                    self.crucible.settle(self.signer, submission)
-                except ContractRevert as error:
-                    if error.name not in RACED_REVERTS:
-                        raise
+            self.settle(submission)
             record = self.journal.rounds[round_index]
             record.status = "settled"
             self.journal.record(round_index, record)

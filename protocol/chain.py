@@ -13,9 +13,11 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -24,17 +26,23 @@ from hexbytes import HexBytes
 from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractFunction
-from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFound, Web3RPCError
+from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
 from web3.providers.rpc.utils import ExceptionRetryConfiguration
 from web3.types import TxReceipt
 
 from protocol.accounts import Signer
 from protocol.contracts import artifact, decode_revert
-from protocol.errors import ChainError, ContractRevert, RpcUnreachable, TransactionError
+from protocol.errors import ChainError, ContractRevert, OutOfGas, RpcUnreachable, TransactionError
 
 GAS_MARGIN = 1.25
+# Added to every estimate: a rival's transaction landing first in the same block can put this one on a
+# dearer path than the one estimated (an attestation that becomes the rejecting one writes two more
+# slots and emits; the proposal that completes agreement, the first committee vote that draws the seed).
+GAS_HEADROOM = 60_000
 REBROADCAST_AFTER_S = 3.0  # a transaction still unmined and unknown after this is sent again
 KEEP_SENT = 256  # signed transactions kept per sender, to re-send what a reorg dropped
+INTERVAL_BLOCKS = 8  # blocks whose gaps estimate the block interval
+INTERVAL_TTL_S = 30.0
 TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.HTTPError)
 # What nodes answer when asked about a block they do not have (yet, or any more after a reorg or a
 # revert): Anvil, geth, Erigon/Nethermind. The head moves under the question; asking again answers it.
@@ -56,6 +64,28 @@ def describe_revert(name: str, args: dict[str, Any]) -> str:
     }
     hint = hints.get(name)
     return f"contract refused: {name}({shown})" + (f" - {hint}" if hint else "")
+
+
+def _bumped(fee: int) -> int:
+    return fee + max(fee // 8, 1)
+
+
+def _out_of_gas(tx_hash: HexBytes, receipt: TxReceipt, transaction: Any) -> str:
+    return (
+        f"transaction {tx_hash.to_0x_hex()} ran out of gas: it used {receipt['gasUsed']:,} of its limit of "
+        f"{transaction['gas']:,}"
+    )
+
+
+@dataclass
+class _Outgoing:
+    """A sent transaction: the latest version's fields and signed bytes, and the hash of every version
+    sent for its nonce (a re-priced one replaces the one before; whichever is mined counts)."""
+
+    signer: Signer
+    transaction: dict[str, Any]
+    hashes: list[HexBytes]
+    raw: bytes
 
 
 def _rpc_message(error: Web3RPCError) -> str:
@@ -92,6 +122,8 @@ class Chain:
         self._next_nonce: dict[str, int] = {}
         # The signed bytes of each sender's recent transactions by nonce: what a reorg drops is sent again.
         self._sent: dict[str, dict[int, bytes]] = {}
+        self.repriced = 0  # transactions sent again at a higher fee, for reports and tests
+        self._interval: tuple[int, float] | None = None  # (seconds between blocks, measured until)
 
     def _rpc(self, call: Callable[[], Any]) -> Any:
         """Runs one request: transport errors (already retried by the provider) become RpcUnreachable;
@@ -133,6 +165,27 @@ class Chain:
         """The time the next block will at least carry: the later of the wall clock and the latest block."""
         return max(int(time.time()), self.timestamp())
 
+    def block_interval_s(self) -> int:
+        """The chain's usual time between blocks: the median gap over its last blocks, at least 1 s,
+        measured again every half minute. A median, so that a devnet's clock jump (one long gap) or a
+        burst of blocks in one second does not count."""
+        if self._interval is not None and time.monotonic() < self._interval[1]:
+            return self._interval[0]
+        head = self._rpc(lambda: self.w3.eth.block_number)
+        numbers = range(max(0, head - INTERVAL_BLOCKS), head + 1)
+        stamps = [int(self._rpc(lambda: self.w3.eth.get_block(n))["timestamp"]) for n in numbers]  # noqa: B023
+        gaps = sorted(later - earlier for earlier, later in itertools.pairwise(stamps))
+        interval = max(1, gaps[len(gaps) // 2] if gaps else 1)
+        self._interval = (interval, time.monotonic() + INTERVAL_TTL_S)
+        return interval
+
+    def lands_by(self) -> int:
+        """The latest timestamp a transaction sent now should expect its block to carry: the next block
+        (an interval after the latest, never before the wall clock), or the one after it when the next
+        is sealed before the transaction reaches it."""
+        interval = self.block_interval_s()
+        return max(int(time.time()), self.timestamp() + interval) + interval
+
     def call(self, function: ContractFunction, block: Any = "latest") -> Any:
         """Returns a view function's result, with reverts decoded."""
         try:
@@ -140,32 +193,49 @@ class Chain:
         except ContractLogicError as error:
             raise self._revert(error) from None
 
-    def transact(self, function: ContractFunction, signer: Signer, value_wei: int = 0) -> TxReceipt:
-        """Sends a contract call from `signer`, waits for its receipt and returns it."""
-        return self._send(signer, function, value_wei)
+    def transact(
+        self, function: ContractFunction, signer: Signer, value_wei: int = 0, gas: int | None = None
+    ) -> TxReceipt:
+        """Sends a contract call from `signer` (estimated, unless `gas` gives the limit), waits for its
+        receipt and returns it."""
+        return self._send(signer, function, value_wei, gas)
 
     # ------------------------------------------------------------ sending
 
-    def _send(self, signer: Signer, call: Any, value_wei: int) -> TxReceipt:
-        """Estimates, signs, sends and waits for `call` (a contract function or constructor)."""
+    def _send(self, signer: Signer, call: Any, value_wei: int, gas: int | None = None) -> TxReceipt:
+        """Estimates (unless `gas` is given), signs, sends and waits for `call` (a contract function or
+        constructor)."""
         base: dict[str, Any] = {"from": signer.address, "chainId": self.chain_id, "value": value_wei}
-        try:
-            estimated = self._rpc(lambda: call.estimate_gas(base))
-        except ContractLogicError as error:
-            raise self._revert(error) from None
-        except Web3RPCError as error:
-            raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
-        transaction = call.build_transaction({**base, "gas": int(estimated * GAS_MARGIN), **self._fees()})
+        if gas is None:
+            try:
+                estimated = self._rpc(lambda: call.estimate_gas(base))
+            except ContractLogicError as error:
+                raise self._revert(error) from None
+            except Web3RPCError as error:
+                raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
+            gas = self._gas_limit(estimated)
+        transaction = call.build_transaction({**base, "gas": gas, **self._fees()})
         with self._nonce_lock:
             transaction["nonce"] = self._nonce_for(signer.address)
             raw = signer.sign_transaction(transaction)
             tx_hash, raw = self._broadcast(raw, signer.address, transaction, signer)
+            self._remember(signer.address, transaction["nonce"], raw)
             self._next_nonce[signer.address] = transaction["nonce"] + 1
-            sent = self._sent.setdefault(signer.address, {})
-            sent[transaction["nonce"]] = raw
-            for old in [n for n in sent if n < transaction["nonce"] - KEEP_SENT]:
-                del sent[old]
-        return self.wait(tx_hash, raw, signer.address, transaction["nonce"])
+        return self._await(_Outgoing(signer, transaction, [tx_hash], raw))
+
+    def _gas_limit(self, estimated: int) -> int:
+        """The estimate with room for the dearer path another sender's transaction can put this one on
+        when it lands first in the same block (the attestation that rejects, the proposal that agrees,
+        the vote that draws the committee), within the block's gas limit."""
+        limit = int(estimated * GAS_MARGIN) + GAS_HEADROOM
+        block_limit = int(self._rpc(lambda: self.w3.eth.get_block("latest"))["gasLimit"])
+        return max(estimated, min(limit, block_limit))
+
+    def _remember(self, sender: str, nonce: int, raw: bytes) -> None:
+        sent = self._sent.setdefault(sender, {})
+        sent[nonce] = raw
+        for old in [n for n in sent if n < nonce - KEEP_SENT]:
+            del sent[old]
 
     def forget_nonce(self, address: str) -> None:
         """Drops the cached next nonce of `address`: after a reorg dropped its transactions the chain's
@@ -210,8 +280,12 @@ class Chain:
             self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
         except Web3RPCError as error:
             # "nonce too low": its nonce was used since (by this very transaction, mined meanwhile, or
-            # another one): the receipt look-up decides.
-            if "nonce" not in str(error).lower() and "already known" not in str(error).lower():
+            # another one): the receipt look-up decides. "underpriced": a re-priced version replaced it.
+            message = str(error).lower()
+            # "base fee": the fee cap fell behind the chain's; the next block's look re-prices it.
+            if not any(
+                text in message for text in ("nonce", "already known", "underpriced", "replacement", "base fee")
+            ):
                 raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
 
     def _known(self, tx_hash: HexBytes) -> bool:
@@ -221,45 +295,90 @@ class Chain:
         except (TransactionNotFound, *TRANSPORT_ERRORS):
             return False
 
+    def next_base_fee(self) -> int | None:
+        """The base fee the next block will charge (None on a chain without EIP-1559): the last entry of
+        `eth_feeHistory`, which nodes compute from the latest block (and Anvil's override of it)."""
+        history = self._rpc(lambda: self.w3.eth.fee_history(1, "latest"))
+        fees = history.get("baseFeePerGas") or []
+        return int(fees[-1]) if fees and fees[-1] else None
+
     def _fees(self) -> dict[str, int]:
-        latest = self._rpc(lambda: self.w3.eth.get_block("latest"))
-        base_fee = latest.get("baseFeePerGas")
+        base_fee = self.next_base_fee()
         if base_fee is None:
             return {"gasPrice": self._rpc(lambda: self.w3.eth.gas_price)}
         priority = self._rpc(lambda: self.w3.eth.max_priority_fee)
         return {"maxFeePerGas": 2 * base_fee + priority, "maxPriorityFeePerGas": priority}
 
-    def wait(
-        self, tx_hash: HexBytes, raw: bytes | None = None, sender: str | None = None, nonce: int | None = None
-    ) -> TxReceipt:
+    def _reprice(self, outgoing: _Outgoing) -> None:
+        """Sends the same transaction again, same nonce, at fees that the next block accepts, when the base
+        fee has risen above what it offers (as Optimism's transaction manager does). Each fee rises by at
+        least an eighth, above the tenth that nodes ask of a replacement."""
+        transaction = outgoing.transaction
+        if "maxFeePerGas" in transaction:
+            base_fee = self.next_base_fee()
+            if base_fee is None or transaction["maxFeePerGas"] >= base_fee:
+                return
+            priority = max(
+                _bumped(transaction["maxPriorityFeePerGas"]), self._rpc(lambda: self.w3.eth.max_priority_fee)
+            )
+            fees = {"maxFeePerGas": max(_bumped(transaction["maxFeePerGas"]), 2 * base_fee + priority),
+                    "maxPriorityFeePerGas": priority}  # fmt: skip
+        else:
+            price = self._rpc(lambda: self.w3.eth.gas_price)
+            if transaction["gasPrice"] >= price:
+                return
+            fees = {"gasPrice": max(_bumped(transaction["gasPrice"]), price)}
+        repriced = {**transaction, **fees}
+        raw = outgoing.signer.sign_transaction(repriced)
+        self._resend(raw)
+        outgoing.transaction, outgoing.raw = repriced, raw
+        outgoing.hashes.append(HexBytes(keccak(raw)))
+        with self._nonce_lock:
+            self._remember(outgoing.signer.address, transaction["nonce"], raw)
+        self.repriced += 1
+
+    def _receipt(self, hashes: list[HexBytes]) -> TxReceipt | None:
+        """The receipt of whichever version of a transaction was mined, if any."""
+        for tx_hash in hashes:
+            try:
+                return self._rpc(lambda: self.w3.eth.get_transaction_receipt(tx_hash))  # noqa: B023
+            except TransactionNotFound:
+                continue
+        return None
+
+    def _await(self, outgoing: _Outgoing) -> TxReceipt:
         """Waits for a receipt `confirmations` blocks deep on the canonical chain; decodes a revert.
 
-        A transaction the node no longer knows (a reorg dropped the block that held it, and with it the
-        transaction) is sent again from its signed bytes `raw`: the same nonce, so never twice. When the
-        sender's count on chain is below `nonce`, a reorg dropped earlier transactions of this sender
-        (already reported mined): they are sent again from their signed bytes, which unblocks this one."""
+        Each block that passes without it: re-priced when the base fee rose above its fee cap. Every few
+        seconds unmined: a transaction the node no longer knows (a reorg dropped the block that held it)
+        is sent again from its signed bytes, the same nonce, so never twice; when the sender's count on
+        chain is below its nonce, a reorg dropped earlier transactions of this sender (already reported
+        mined): they are sent again from their signed bytes, which unblocks this one."""
         deadline = time.monotonic() + self.receipt_timeout_s
+        next_look = time.monotonic() + REBROADCAST_AFTER_S
+        last_block = self._rpc(lambda: self.w3.eth.block_number)
+        nonce = outgoing.transaction["nonce"]
         while True:
-            try:
-                receipt = self._rpc(
-                    lambda: self.w3.eth.wait_for_transaction_receipt(
-                        tx_hash,
-                        timeout=max(0.1, min(REBROADCAST_AFTER_S, deadline - time.monotonic())),
-                        poll_latency=self.poll_interval_s,
-                    )
-                )
-            except TimeExhausted:
-                if time.monotonic() >= deadline:
-                    raise TransactionError(
-                        f"transaction {tx_hash.to_0x_hex()} not mined in {self.receipt_timeout_s:.0f} s"
-                    ) from None
-                if raw is not None and not self._known(tx_hash):
-                    self._resend(raw)
-                if sender is not None and nonce is not None:
-                    self._fill_gap(sender, nonce)
+            receipt = self._receipt(outgoing.hashes)
+            if receipt is not None:
+                if self._deep_enough(receipt, deadline):
+                    break
                 continue
-            if self._deep_enough(receipt, deadline):
-                break
+            now = time.monotonic()
+            if now >= deadline:
+                raise TransactionError(
+                    f"transaction {outgoing.hashes[-1].to_0x_hex()} not mined in {self.receipt_timeout_s:.0f} s"
+                )
+            head = self._rpc(lambda: self.w3.eth.block_number)
+            if head != last_block:  # a block went by without it
+                last_block = head
+                self._reprice(outgoing)
+            if now >= next_look:
+                next_look = now + REBROADCAST_AFTER_S
+                if not self._known(outgoing.hashes[-1]):
+                    self._resend(outgoing.raw)
+                self._fill_gap(outgoing.signer.address, nonce)
+            time.sleep(self.poll_interval_s)
         if receipt["status"] != 1:
             raise self._failed(receipt)
         return receipt
@@ -274,14 +393,45 @@ class Chain:
         return bool(block["hash"] == receipt["blockHash"])
 
     def _failed(self, receipt: TxReceipt) -> TransactionError:
-        transaction = self.w3.eth.get_transaction(receipt["transactionHash"])
-        call: Any = {key: transaction[key] for key in ("from", "to", "value") if key in transaction}
+        """Explains a mined transaction that failed, at its true position in its block: from the node's
+        trace of that very transaction (Anvil, geth, reth and Erigon serve `debug_traceTransaction`), else
+        by replaying its call on the state after its block, which holds the block's earlier transactions
+        (a replay on the state before the block would miss whatever they changed, such as a rival's
+        finalisation, and find nothing wrong). Gas used up to the limit is out of gas."""
+        tx_hash = receipt["transactionHash"]
+        transaction = self._rpc(lambda: self.w3.eth.get_transaction(tx_hash))
+        traced = self._trace(tx_hash)
+        if traced is not None:
+            output = traced.get("output") or "0x"
+            decoded = decode_revert(HexBytes(output)) if len(HexBytes(output)) >= 4 else None
+            if decoded is not None:
+                name, args = decoded
+                return ContractRevert(name, args, describe_revert(name, args))
+            error = str(traced.get("error") or "")
+            if "out of gas" in error.lower() or receipt["gasUsed"] >= transaction["gas"]:
+                return OutOfGas(_out_of_gas(tx_hash, receipt, transaction))
+            return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed: {error or 'no reason given'}")
+        if receipt["gasUsed"] >= transaction["gas"]:
+            return OutOfGas(_out_of_gas(tx_hash, receipt, transaction))
+        call: Any = {key: transaction[key] for key in ("from", "to", "value", "gas") if key in transaction}
         call["data"] = transaction["input"]
         try:
-            self.w3.eth.call(call, block_identifier=receipt["blockNumber"] - 1)
+            self._rpc(lambda: self.w3.eth.call(call, block_identifier=receipt["blockNumber"]))
         except ContractLogicError as error:
             return self._revert(error)
-        return TransactionError(f"transaction {receipt['transactionHash'].to_0x_hex()} failed")
+        return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed; a replay after its block passes")
+
+    def _trace(self, tx_hash: HexBytes) -> dict[str, Any] | None:
+        """The call tracer's top frame of a mined transaction, or None where the node serves no traces."""
+        try:
+            response = self.w3.provider.make_request(
+                "debug_traceTransaction",  # type: ignore[arg-type]
+                [tx_hash.to_0x_hex(), {"tracer": "callTracer"}],
+            )
+        except TRANSPORT_ERRORS:
+            raise RpcUnreachable(f"RPC endpoint {self.rpc_url} is unreachable") from None
+        result = response.get("result")
+        return dict(result) if isinstance(result, dict) else None
 
     def _revert(self, error: ContractLogicError) -> TransactionError:
         data = error.data

@@ -23,6 +23,10 @@ class TransactionError(ChainError):
     """A transaction was refused, failed or was not mined in time."""
 
 
+class OutOfGas(TransactionError):
+    """A mined transaction used all the gas it was given."""
+
+
 class ContractRevert(TransactionError):
     """A contract call reverted; `name` and `args` are the decoded custom error."""
 
@@ -38,6 +42,20 @@ class AccountError(CrucibleError):
 
 class ArtifactError(CrucibleError):
     """Content that does not match its CID, or could not be fetched."""
+
+
+class OwnFault(ArtifactError):
+    """The reader's own fault, never a verdict against whoever published the bytes: its local copy is
+    damaged, no source could be reached at all, its disk refused a write. A verifier retries, then
+    abstains; an auditor reports that it could not verify."""
+
+
+class LocalCopyDamaged(OwnFault):
+    """A stored copy no longer hashes to its CID (disk rot, a torn write): it was set aside."""
+
+
+class SourcesUnreachable(OwnFault):
+    """No source answered at all (this machine's network, every relay down): nothing is known of the bytes."""
 
 
 class VerificationError(CrucibleError):

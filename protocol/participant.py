@@ -4,8 +4,10 @@ alike (its state file, collecting its credits)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
@@ -32,6 +34,7 @@ RACED_REVERTS = {
     "MarketNoCommittee",
     "MarketWrongRound",
     "MarketTaskEnded",
+    "MarketNothingToClaim",
 }
 
 
@@ -67,27 +70,48 @@ class Participant:
         market = self.crucible.deployment.TaskMarket
         return crucible_home() / role / f"{chain_id}-{market}-{self.task_id}-{self.address}.json"
 
+    @contextmanager
+    def racing(self, step: str, **fields: Any) -> Iterator[None]:
+        """Runs a step others may take first, or one whose window may close while it is sent: a revert
+        that says so (in `RACED_REVERTS`) is one `raced` line, and the loop carries on. Any other revert
+        propagates."""
+        try:
+            yield
+        except ContractRevert as error:
+            if error.name not in RACED_REVERTS:
+                raise
+            self.reporter.event("raced", step=step, revert=error.name, **fields)
+
+    def lands_before(self, deadline: int, step: str, **fields: Any) -> bool:
+        """Whether a transaction sent now can be mined before `deadline` (its window's end, exclusive);
+        when the next block may fall after it, says so in one `too_late` line and returns False."""
+        lands_by = self.crucible.chain.lands_by()
+        if lands_by < deadline:
+            return True
+        self.reporter.event("too_late", step=step, deadline=deadline, next_block_by=lands_by, **fields)
+        return False
+
     def keep_round(self, round_index: int, state: RoundState, deadlines: Deadlines, now: int) -> bool:
         """Takes the round's permissionless step nobody took yet: fixes its check seed once the
         submission window closed, or finalises it after the challenge window with no dispute open.
         Returns whether this identity sent one (False when another raced it there)."""
-        try:
-            if (
-                deadlines.submit <= now < deadlines.validate
-                and state.check_seed == bytes(32)
-                and state.submission_count
-            ):
+        if deadlines.submit <= now < deadlines.validate and state.check_seed == bytes(32) and state.submission_count:
+            with self.racing("fix_check_seed", round=round_index):
                 self.crucible.fix_check_seed(self.signer, self.task_id)
                 self.reporter.event("check_seed_fixed", round=round_index)
                 return True
-            if now >= deadlines.challenge and not state.finalised and state.open_disputes == 0:
+        elif now >= deadlines.challenge and not state.finalised and state.open_disputes == 0:
+            with self.racing("finalise_round", round=round_index):
                 self.crucible.finalise_round(self.signer, self.task_id)
                 self.reporter.event("round_finalised", round=round_index)
                 return True
-        except ContractRevert as error:
-            if error.name not in RACED_REVERTS:
-                raise
         return False
+
+    def settle(self, submission: int) -> None:
+        """Settles a submission of a finalised round unless it is settled (or another settles it first)."""
+        if not self.crucible.submission(submission).settled:
+            with self.racing("settle", submission=str(submission)):
+                self.crucible.settle(self.signer, submission)
 
     def claim_credits(self) -> int:
         """Withdraws whatever the market credited this identity; returns the amount (0: nothing)."""

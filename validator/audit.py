@@ -16,6 +16,10 @@ Findings (what an auditor acts on):
 - `artifact`: a submission's rollout file or update cannot be fetched or fails its CID.
 - `checkpoint`: the agreed next checkpoint is not the aggregate of the included updates.
 - `money`: the task's books do not balance.
+
+What the auditor could not verify for a fault of its own (a damaged local copy set aside and no sound
+copy to be had, no source reachable, its disk) is a note, never a finding: findings are against
+others, and `crucible audit` exits 1 when there are any.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from protocol.artifacts.store import Store
 from protocol.assignment import assigned_indices, is_sampled
 from protocol.client import Crucible
 from protocol.envs.spec import EnvSpec, parse_spec
-from protocol.errors import ConfigError, CrucibleError
+from protocol.errors import ConfigError, CrucibleError, OwnFault
 from protocol.evaluation import evaluate
 from protocol.ids import decode_submission_id
 from protocol.model import LoadedModel, load_checkpoint
@@ -64,6 +68,7 @@ class Vote:
     purpose: str
     evidence_check: str | None = None  # the check the evidence names as failed (None: all passed)
     evidence_problem: str | None = None
+    evidence_unread: str | None = None  # the auditor's own fault kept it from reading the evidence
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -100,6 +105,7 @@ class SubmissionAudit:
     seed_fixed: bool = True  # False: not yet known whether it is sampled, nor by whom checked
     rerun: Verdict | None = None
     findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the auditor could not verify, its own faults
 
     @property
     def outcome(self) -> str:
@@ -132,6 +138,7 @@ class SubmissionAudit:
                 "checks": [result.as_json() for result in self.rerun.results],
             },
             "findings": [finding.as_json() for finding in self.findings],
+            "notes": self.notes,
         }
 
 
@@ -151,9 +158,13 @@ class RoundAudit:
     recomputed_cid: str | None = None
     accuracy: tuple[float, float] | None = None  # held-out (greedy, sampled) of the round's checkpoint
     findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def all_findings(self) -> list[Finding]:
         return self.findings + [f for s in self.submissions for f in s.findings]
+
+    def all_notes(self) -> list[str]:
+        return self.notes + [note for s in self.submissions for note in s.notes]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -170,6 +181,7 @@ class RoundAudit:
             "recomputed_cid": self.recomputed_cid,
             "submissions": [s.as_json() for s in self.submissions],
             "findings": [f.as_json() for f in self.findings],
+            "notes": self.notes,
         }
 
 
@@ -230,6 +242,9 @@ class TaskAudit:
     def all_findings(self) -> list[Finding]:
         return self.findings + [f for r in self.rounds for f in r.all_findings()]
 
+    def all_notes(self) -> list[str]:
+        return [note for r in self.rounds for note in r.all_notes()]
+
     def as_json(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id,
@@ -243,6 +258,7 @@ class TaskAudit:
             "rounds": [r.as_json() for r in self.rounds],
             "money_check": self.money.as_json(),
             "findings": [f.as_json() for f in self.all_findings()],
+            "notes": self.all_notes(),
         }
 
 
@@ -343,12 +359,18 @@ class Auditor:
             seed_fixed=bool(fixed),
         )
         for vote in votes:
-            if vote.evidence_problem:
+            if vote.evidence_unread:
+                audit.notes.append(f"could not read {vote.validator}'s {vote.purpose} evidence: {vote.evidence_unread}")
+            elif vote.evidence_problem:
                 audit.findings.append(
                     Finding("evidence", f"{vote.validator}'s {vote.purpose} evidence: {vote.evidence_problem}")
                 )
         if self.rerun if rerun is None else rerun:
-            audit.rerun = self._rerun(submission)
+            try:
+                audit.rerun = self._rerun(submission)
+            except OwnFault as error:
+                audit.notes.append(f"could not verify: {error}")
+                return audit
             self._judge(audit)
         return audit
 
@@ -356,6 +378,9 @@ class Auditor:
         vote = Vote(str(event.args["validator"]), bool(event.args["valid"]), str(event.args["evidenceCid"]), purpose)
         try:
             document = parse_evidence(self.store.get(vote.evidence_cid), vote.evidence_cid)
+        except OwnFault as error:
+            vote.evidence_unread = str(error)
+            return vote
         except CrucibleError as error:
             vote.evidence_problem = f"unavailable or malformed ({error})"
             return vote
@@ -463,7 +488,10 @@ class Auditor:
             agreed_cid=str(agreed[-1].args["checkpointCid"]) if agreed else None,
         )
         if finalised and (self.rerun if rerun is None else rerun):
-            self._recompute_checkpoint(audit, created, finalised[0])
+            try:
+                self._recompute_checkpoint(audit, created, finalised[0])
+            except OwnFault as error:
+                audit.notes.append(f"could not recompute the next checkpoint: {error}")
         if evaluate_model:
             audit.accuracy = self.accuracy(checkpoint_cid, str(created.args["envCid"]))
         return audit
@@ -487,6 +515,8 @@ class Auditor:
                 updates.append(
                     (submission.submission, load_state_dict(submission.update_cid, self.store, device=self.device))
                 )
+            except OwnFault:
+                raise  # the auditor's own fault: `round` notes it
             except CrucibleError as error:
                 audit.findings.append(Finding("artifact", f"included update {submission.update_cid}: {error}"))
         audit.recomputed_cid = publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, self.store)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.artifacts.manifest import load_manifest, load_state_dict
 from protocol.artifacts.store import Store
 from protocol.envs.spec import EnvSpec
-from protocol.errors import ArtifactError, CrucibleError
+from protocol.errors import ArtifactError, CrucibleError, OwnFault
 from protocol.ids import commitment
 from protocol.inference import Prefill, prefill
 from protocol.model import LoadedModel
@@ -94,7 +94,8 @@ class Verdict:
 
 @dataclass
 class Artifacts:
-    """How the checks get a submission's bytes: each loader raises CrucibleError when it cannot."""
+    """How the checks get a submission's bytes: each loader raises ArtifactError when the bytes are
+    unavailable or not what was claimed, OwnFault when the reader itself failed."""
 
     rollout_bytes: Callable[[], bytes]
     update: Callable[[], dict[str, torch.Tensor]]
@@ -359,7 +360,10 @@ def check_update(
 
 
 def verify_submission(claim: Claim, spec: EnvSpec, loaded: LoadedModel, artifacts: Artifacts) -> Verdict:
-    """Runs the checks in order of cost and stops at the first failure."""
+    """Runs the checks in order of cost and stops at the first failure. Only what the submitter controls
+    fails it: bytes no answering source serves, bytes that contradict the commitments, checks that fail
+    on intact bytes. The verifier's own fault (a damaged local copy, no source reachable, its disk) is
+    raised as OwnFault and is no verdict at all."""
     results: list[CheckResult] = []
 
     def timed(run: Callable[[], CheckResult]) -> bool:
@@ -372,6 +376,8 @@ def verify_submission(claim: Claim, spec: EnvSpec, loaded: LoadedModel, artifact
     started = time.perf_counter()
     try:
         data = artifacts.rollout_bytes()
+    except OwnFault:
+        raise  # the verifier's own fault says nothing of the submission
     except CrucibleError as error:
         results.append(_fail("availability", f"rollout file: {error}"))
         return Verdict(results)
@@ -406,6 +412,8 @@ def verify_submission(claim: Claim, spec: EnvSpec, loaded: LoadedModel, artifact
     def update_check() -> CheckResult:
         try:
             claimed = artifacts.update()
+        except OwnFault:
+            raise
         except CrucibleError as error:
             return _fail("update", f"update manifest: {error}")
         return check_update(rollouts, claimed, loaded, spec)

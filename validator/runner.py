@@ -11,6 +11,7 @@ CIDs) so that a restart does not redo the work.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,11 @@ from protocol.artifacts.store import Store
 from protocol.assignment import aggregator_indices, assigned_indices, is_sampled
 from protocol.client import Crucible, Role, SubmissionState
 from protocol.envs.spec import EnvSpec, parse_spec
-from protocol.errors import ConfigError, ContractRevert, CrucibleError
+from protocol.errors import ConfigError, CrucibleError, OwnFault
 from protocol.files import write_json_atomic
 from protocol.ids import submission_id
 from protocol.model import LoadedModel, load_checkpoint
-from protocol.participant import DEVNET_CHAIN_ID, RACED_REVERTS, Participant
+from protocol.participant import DEVNET_CHAIN_ID, Participant
 from protocol.reporter import Reporter
 from protocol.work import RoundContext
 from validator.checks import CheckResult, Claim, Verdict, claim_of, stored_artifacts, verify_submission
@@ -37,6 +38,10 @@ ADVERSARIES = {
     "lazy": "attests every submission valid without checking it",
     "liar": "attests every submission invalid without checking it",
 }
+# A check the validator could not run for a fault of its own is tried again after this pause, doubled
+# each time up to the cap, until the next try could not land before the window closes: then it abstains.
+RETRY_FIRST_S = 2.0
+RETRY_MAX_S = 30.0
 
 
 @dataclass
@@ -60,7 +65,16 @@ class ValidatorSummary:
     proposed: list[int] = field(default_factory=list)
     disputed: list[str] = field(default_factory=list)
     dispute_votes: dict[str, bool] = field(default_factory=dict)
+    abstained: dict[str, str] = field(default_factory=dict)
     claimed_wei: int = 0
+
+
+@dataclass
+class _Retry:
+    """When a check that failed for the validator's own fault is tried again."""
+
+    pause_s: float
+    next_at: float
 
 
 class VerdictJournal:
@@ -99,6 +113,7 @@ class Validator(Participant):
         self._proposals: dict[tuple[int, tuple[int, ...]], str] = {}
         self._seen_rounds: set[int] = set()
         self._closed_rounds: set[int] = set()  # final and every submission settled: nothing left to do
+        self._retries: dict[int, _Retry] = {}
 
     # ------------------------------------------------------------ start
 
@@ -152,6 +167,7 @@ class Validator(Participant):
         self.reporter.event(
             "finished",
             attested=len(self.summary.attested),
+            abstained=len(self.summary.abstained),
             proposed=self.summary.proposed,
             disputed=self.summary.disputed,
             claimed_wei=str(self.summary.claimed_wei),
@@ -167,23 +183,24 @@ class Validator(Participant):
         deadlines = self.crucible.deadlines(task_id, round_index)
         now = self.crucible.chain.now()
         try:
-            if state.finalised:
-                self._settle(round_index)
-                if self._settled(round_index):
-                    self._closed_rounds.add(round_index)
-                return
-            if deadlines.submit <= now < deadlines.validate:
-                if self.keep_round(round_index, state, deadlines, now):  # it fixed the check seed
-                    state = self.crucible.round(task_id, round_index)
-                self._attest_assigned(round_index, state.check_seed, state.validator_count, spec)
-            elif now >= deadlines.validate:
-                self._dispute_duties(round_index, spec)
-                self._propose(round_index, spec)
-                self.keep_round(round_index, state, deadlines, now)
-        except ContractRevert as error:
-            if error.name not in RACED_REVERTS:
-                raise
-            self.reporter.event("raced", round=round_index, revert=error.name)
+            with self.racing("round_duties", round=round_index):
+                if state.finalised:
+                    self._settle(round_index)
+                    if self._settled(round_index):
+                        self._closed_rounds.add(round_index)
+                    return
+                if deadlines.submit <= now < deadlines.validate:
+                    if self.keep_round(round_index, state, deadlines, now):  # it fixed the check seed
+                        state = self.crucible.round(task_id, round_index)
+                    self._attest_assigned(round_index, state.check_seed, state.validator_count, deadlines.validate,
+                                          spec)  # fmt: skip
+                elif now >= deadlines.validate:
+                    self._dispute_duties(round_index, spec)
+                    self._propose(round_index, spec)
+                    self.keep_round(round_index, state, deadlines, now)
+        except OwnFault as error:
+            # Its own disk or network failed it (an update to aggregate, a checkpoint): the next pass retries.
+            self.reporter.event("own_fault", round=round_index, reason=str(error))
 
     # ------------------------------------------------------------ attestations
 
@@ -191,7 +208,9 @@ class Validator(Participant):
         members = self.crucible.validators_of(self.options.task_id)[:validator_count]
         return members.index(self.address) if self.address in members else None
 
-    def _attest_assigned(self, round_index: int, check_seed: bytes, validator_count: int, spec: EnvSpec) -> None:
+    def _attest_assigned(
+        self, round_index: int, check_seed: bytes, validator_count: int, deadline: int, spec: EnvSpec
+    ) -> None:
         if check_seed == bytes(32):
             return
         mine = self._my_index(validator_count)
@@ -205,18 +224,51 @@ class Validator(Participant):
                 continue
             if mine not in assigned_indices(check_seed, submission, validator_count, task.validators_per_check):
                 continue
-            if not self._voted("Attested", submission):
+            if (
+                str(submission) not in self.summary.abstained
+                and self._due(submission)
+                and not self._voted("Attested", submission)
+            ):
                 duties.append((submission, event))
         if not duties:
             return
         with self.reporter.progress(f"checking round {round_index}", len(duties)) as advance:
             for submission, event in duties:
-                valid, evidence_cid = self._judge(submission, event, spec, "attest")
-                self.crucible.attest(self.signer, submission, valid, evidence_cid)
-                self.summary.attested[str(submission)] = valid
-                self.reporter.event("attested", round=round_index, submission=str(submission), valid=valid,
-                                    evidence_cid=evidence_cid)  # fmt: skip
                 advance(1)
+                try:
+                    valid, evidence_cid = self._judge(submission, event, spec, "attest")
+                except OwnFault as error:
+                    self._own_fault(submission, error, deadline)
+                    continue
+                if not self.lands_before(deadline, "attest", submission=str(submission)):
+                    self._abstain(submission, "the validate window closes before the next block")
+                    continue
+                with self.racing("attest", submission=str(submission)):
+                    self.crucible.attest(self.signer, submission, valid, evidence_cid)
+                    self.summary.attested[str(submission)] = valid
+                    self.reporter.event("attested", round=round_index, submission=str(submission), valid=valid,
+                                        evidence_cid=evidence_cid)  # fmt: skip
+
+    def _due(self, submission: int) -> bool:
+        """Whether a check deferred for the validator's own fault is due to be tried again (or never was)."""
+        retry = self._retries.get(submission)
+        return retry is None or time.monotonic() >= retry.next_at
+
+    def _own_fault(self, submission: int, error: OwnFault, deadline: int) -> None:
+        """A check the validator could not run for a fault of its own: tried again after a growing pause,
+        or, when the next try could not land before `deadline`, abstained from (no vote, no fee)."""
+        retry = self._retries.get(submission)
+        pause = RETRY_FIRST_S if retry is None else min(retry.pause_s * 2, RETRY_MAX_S)
+        if self.crucible.chain.lands_by() + pause >= deadline:
+            self._abstain(submission, f"could not verify: {error}")
+            return
+        self._retries[submission] = _Retry(pause, time.monotonic() + pause)
+        self.reporter.event("verify_deferred", submission=str(submission), reason=str(error), retry_in_s=pause)
+
+    def _abstain(self, submission: int, reason: str) -> None:
+        self.summary.abstained[str(submission)] = reason
+        self._retries.pop(submission, None)
+        self.reporter.event("abstained", submission=str(submission), reason=reason)
 
     def _submission_id(self, event: dict[str, Any]) -> int:
         return submission_id(self.options.task_id, int(event["round"]), str(event["trainer"]))
@@ -283,9 +335,13 @@ class Validator(Participant):
             if state.disputed:
                 self._committee_duty(submission, event, spec)
             elif self._should_dispute(submission, state):
-                self.crucible.dispute(self.signer, submission)
-                self.summary.disputed.append(str(submission))
-                self.reporter.event("disputed", round=round_index, submission=str(submission))
+                challenge = self.crucible.deadlines(task_id, round_index).challenge
+                if not self.lands_before(challenge, "dispute", submission=str(submission)):
+                    continue
+                with self.racing("dispute", submission=str(submission)):
+                    self.crucible.dispute(self.signer, submission)
+                    self.summary.disputed.append(str(submission))
+                    self.reporter.event("disputed", round=round_index, submission=str(submission))
 
     def _should_dispute(self, submission: int, state: SubmissionState) -> bool:
         """An acceptance this validator attested invalid (outvoted, or no majority) is disputed."""
@@ -303,16 +359,34 @@ class Validator(Participant):
             return
         committee = self.crucible.dispute_committee(submission)
         now = self.crucible.chain.now()
-        if self.address in committee and now < dispute.deadline and not self._voted("DisputeVoted", submission):
+        if (
+            self.address in committee
+            and now < dispute.deadline
+            and str(submission) not in self.summary.abstained
+            and self._due(submission)
+            and not self._voted("DisputeVoted", submission)
+        ):
+            self._vote_dispute(submission, event, spec, dispute.deadline)
+        voted = len(self.crucible.events("TaskMarket", "DisputeVoted", submissionId=submission))
+        if committee and (voted == len(committee) or now >= dispute.deadline):
+            with self.racing("resolve_dispute", submission=str(submission)):
+                self.crucible.resolve_dispute(self.signer, submission)
+                resolved = self.crucible.dispute_state(submission)
+                self.reporter.event("dispute_resolved", submission=str(submission), upheld=resolved.upheld)
+
+    def _vote_dispute(self, submission: int, event: dict[str, Any], spec: EnvSpec, deadline: int) -> None:
+        try:
             valid, evidence_cid = self._judge(submission, event, spec, "dispute")
+        except OwnFault as error:
+            self._own_fault(submission, error, deadline)
+            return
+        if not self.lands_before(deadline, "vote_dispute", submission=str(submission)):
+            self._abstain(submission, "the dispute closes before the next block")
+            return
+        with self.racing("vote_dispute", submission=str(submission)):
             self.crucible.vote_dispute(self.signer, submission, valid, evidence_cid)
             self.summary.dispute_votes[str(submission)] = valid
             self.reporter.event("dispute_voted", submission=str(submission), valid=valid, evidence_cid=evidence_cid)
-        voted = len(self.crucible.events("TaskMarket", "DisputeVoted", submissionId=submission))
-        if committee and (voted == len(committee) or now >= dispute.deadline):
-            self.crucible.resolve_dispute(self.signer, submission)
-            resolved = self.crucible.dispute_state(submission)
-            self.reporter.event("dispute_resolved", submission=str(submission), upheld=resolved.upheld)
 
     # ------------------------------------------------------------ aggregation
 
@@ -336,9 +410,10 @@ class Validator(Participant):
         if cid is None:
             cid = self._aggregate(round_index, included, spec)
             self._proposals[key] = cid
-        self.crucible.propose_checkpoint(self.signer, task_id, round_index, cid)
-        self.summary.proposed.append(round_index)
-        self.reporter.event("proposed", round=round_index, checkpoint_cid=cid, updates=len(included))
+        with self.racing("propose_checkpoint", round=round_index):
+            self.crucible.propose_checkpoint(self.signer, task_id, round_index, cid)
+            self.summary.proposed.append(round_index)
+            self.reporter.event("proposed", round=round_index, checkpoint_cid=cid, updates=len(included))
 
     def _aggregate(self, round_index: int, included: list[tuple[int, str]], spec: EnvSpec) -> str:
         checkpoint_cid = self.crucible.checkpoint_cid(self.options.task_id, round_index)
@@ -347,6 +422,8 @@ class Validator(Participant):
         for submission, update_cid in included:
             try:
                 updates.append((submission, load_state_dict(update_cid, self.store, device=self.options.device)))
+            except OwnFault:
+                raise  # proposing without it would disagree with every sound aggregator: retried next pass
             except CrucibleError as error:
                 # An included update nobody serves cannot be aggregated: it is left out (and disputable).
                 self.reporter.event("update_unavailable", submission=str(submission), reason=str(error))
@@ -363,13 +440,7 @@ class Validator(Participant):
 
     def _settle(self, round_index: int) -> None:
         for event in self.crucible.submissions(self.options.task_id, round_index):
-            submission = self._submission_id(event)
-            if not self.crucible.submission(submission).settled:
-                try:
-                    self.crucible.settle(self.signer, submission)
-                except ContractRevert as error:
-                    if error.name not in RACED_REVERTS:
-                        raise
+            self.settle(self._submission_id(event))
 
     def _claim(self) -> None:
         self.summary.claimed_wei += self.claim_credits()

@@ -27,9 +27,12 @@ from protocol.artifacts.manifest import Manifest, parse_manifest
 from protocol.artifacts.relay import upload_message
 from protocol.artifacts.store import LocalStore, safe_cid
 from protocol.cid import CHUNK_BYTES, CidVerifier, cid_of_file
-from protocol.errors import ArtifactError, ConfigError
+from protocol.errors import ArtifactError, ConfigError, LocalCopyDamaged, OwnFault, SourcesUnreachable
 
 DEMOTE_S = 60.0
+# Marks an attempt that got no answer about the bytes (the relay could not be reached, or the transfer
+# broke off): it says nothing of whether the relay holds them.
+NO_ANSWER = " (no answer)"
 EWMA = 0.3
 
 
@@ -128,7 +131,12 @@ class Fetcher:
         )
 
     def fetch(self, cid: str) -> FetchReport:
-        """Fetches one CID (unless the store has it) and returns how."""
+        """Fetches one CID (unless the store has it) and returns how.
+
+        When no relay delivers the true bytes, who is at fault decides the error: if some relay
+        answered (not found, wrong bytes, an HTTP error) the bytes are unavailable: ArtifactError, the
+        publisher's fault. If none could even be reached (connection refused, timed out, cut mid-way)
+        nothing is known of the bytes: SourcesUnreachable, the fetcher's own fault."""
         cid = safe_cid(cid)
         if self.store.has(cid):
             return FetchReport(cid, self.store.size_of(cid))
@@ -153,7 +161,10 @@ class Fetcher:
             if not absent or time.monotonic() >= give_up_at:
                 break
             time.sleep(0.5)
-        raise ArtifactError(f"could not fetch {cid}: " + "; ".join(reasons[-len(self.pool.scores) :] or ["no relay"]))
+        shown = "; ".join(reasons[-len(self.pool.scores) :] or ["no relay"])
+        if all(reason.endswith(NO_ANSWER) for reason in reasons):
+            raise SourcesUnreachable(f"could not reach any relay for {cid}: {shown}")
+        raise ArtifactError(f"could not fetch {cid}: {shown}")
 
     def _attempt(self, url: str, cid: str, report: FetchReport) -> str:
         partial = self.store.partial_path(cid)
@@ -186,9 +197,15 @@ class Fetcher:
                         verifier.update(chunk)
                         received += len(chunk)
                         self._advance(cid, len(chunk))
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            self.pool.failed(url, demote=True)
+            return f"unreachable{NO_ANSWER}"
         except httpx.HTTPError:
             self.pool.failed(url, demote=True)
-            return "transfer failed (kept for resume)"
+            return f"transfer failed, kept for resume{NO_ANSWER}"
+        except OSError as error:
+            self.pool.failed(url, demote=False)
+            raise OwnFault(f"cannot write the download of {cid} to {partial}: {error.strerror}") from None
         if not verifier.matches():
             partial.unlink(missing_ok=True)
             self.pool.failed(url, demote=True)
@@ -289,6 +306,13 @@ class RelayStore:
         return cid
 
     def get(self, cid: str) -> bytes:
+        """The bytes of `cid` from the local cache, fetched (verified) when missing. A cached copy found
+        damaged is set aside by the cache and fetched again by CID, once."""
+        self.fetcher.fetch(cid)
+        try:
+            return self.cache.get(cid)
+        except LocalCopyDamaged as error:
+            logging.getLogger("crucible.relays").warning("warning: %s; fetching it again", error)
         self.fetcher.fetch(cid)
         return self.cache.get(cid)
 

@@ -6,7 +6,7 @@ import httpx
 
 from protocol.artifacts.store import safe_cid
 from protocol.cid import cid_of_bytes, verify_bytes
-from protocol.errors import ArtifactError
+from protocol.errors import ArtifactError, OwnFault, SourcesUnreachable
 
 
 class KuboStore:
@@ -19,8 +19,12 @@ class KuboStore:
     def _post(self, path: str, **kwargs: object) -> httpx.Response:
         try:
             response = self.http.post(f"{self.api_url}/api/v0/{path}", **kwargs)  # type: ignore[arg-type]
+        except (httpx.ConnectError, httpx.ConnectTimeout) as error:
+            # This machine's own IPFS node is down: nothing is known of the bytes.
+            raise SourcesUnreachable(f"Kubo at {self.api_url} is unreachable: {error}") from None
         except httpx.HTTPError as error:
-            raise ArtifactError(f"Kubo at {self.api_url} is unreachable: {error}") from None
+            # Kubo answered too slowly or broke off: it found no provider in time.
+            raise ArtifactError(f"Kubo at {self.api_url} gave no answer: {error}") from None
         return response
 
     def put(self, data: bytes) -> str:
@@ -40,7 +44,7 @@ class KuboStore:
         if response.status_code != 200:
             raise ArtifactError(f"Kubo cannot cat {cid}: {response.text.strip()}")
         if not verify_bytes(response.content, cid):
-            raise ArtifactError(f"Kubo returned bytes that do not hash to {cid}")
+            raise OwnFault(f"Kubo returned bytes that do not hash to {cid}")
         return response.content
 
     def has(self, cid: str) -> bool:

@@ -8,6 +8,8 @@ CID at once leave one correct file (both rename identical bytes).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import tempfile
@@ -16,9 +18,11 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from protocol.cid import CHUNK_BYTES, CidVerifier, _hasher
-from protocol.errors import ArtifactError, ConfigError
+from protocol.errors import ArtifactError, ConfigError, LocalCopyDamaged, OwnFault
 from protocol.values import checked_cid
 
+# What a disk says when it cannot take a write: full, over quota, read-only, failing.
+DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 _CID_TEXT = re.compile(r"^[A-Za-z0-9]+$")
 
 
@@ -57,6 +61,7 @@ class LocalStore:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / ".partial").mkdir(exist_ok=True)
         (self.root / ".pins").mkdir(exist_ok=True)
+        (self.root / ".damaged").mkdir(exist_ok=True)
 
     def path_for(self, cid: str) -> Path:
         """Where `cid` lives (whether or not it is there)."""
@@ -65,6 +70,10 @@ class LocalStore:
     def partial_path(self, cid: str) -> Path:
         """Where an interrupted download of `cid` is kept to be resumed."""
         return self.root / ".partial" / safe_cid(cid)
+
+    def damaged_path(self, cid: str) -> Path:
+        """Where a copy of `cid` found damaged was set aside (kept for a look, never served)."""
+        return self.root / ".damaged" / safe_cid(cid)
 
     def has(self, cid: str) -> bool:
         """Whether the store holds `cid`."""
@@ -77,6 +86,7 @@ class LocalStore:
         cid = str(hasher.finalize())
         if not self.has(cid):
             self._install(cid, [data])
+        self.damaged_path(cid).unlink(missing_ok=True)
         return cid
 
     def put_file(self, path: Path) -> str:
@@ -89,6 +99,7 @@ class LocalStore:
                     handle.write(chunk)
             cid = str(hasher.finalize())
             self._commit(handle, temporary, cid)
+        self.damaged_path(cid).unlink(missing_ok=True)
         return cid
 
     def put_verified(self, expected_cid: str, chunks: Iterable[bytes]) -> int:
@@ -101,22 +112,34 @@ class LocalStore:
             if not verifier.matches():
                 raise ArtifactError(f"bytes received for {expected_cid} do not match it: nothing stored")
             self._commit(handle, temporary, expected_cid)
+        self.damaged_path(expected_cid).unlink(missing_ok=True)
         return verifier.size
 
     def install_verified_file(self, expected_cid: str, path: Path) -> None:
         """Moves a file that was verified against `expected_cid` into the store."""
         os.replace(path, self.path_for(expected_cid))
+        self.damaged_path(expected_cid).unlink(missing_ok=True)
 
     def get(self, cid: str) -> bytes:
-        """Returns the bytes of `cid`, re-checked against it (a damaged file is reported, not served)."""
+        """Returns the bytes of `cid`, re-checked against it. A damaged copy is this store's own fault,
+        not its publisher's: it is set aside under `.damaged/` (so that `has` says no and a fetcher gets
+        it again by CID) and LocalCopyDamaged is raised, again on every read until a sound copy arrives."""
         path = self.path_for(cid)
         if not path.is_file():
+            if self.damaged_path(cid).exists():
+                raise LocalCopyDamaged(
+                    f"the local copy of {cid} was damaged and set aside, and no sound copy has come since"
+                )
             raise ArtifactError(f"{cid} is not in the local store {self.root}")
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise OwnFault(f"cannot read the local copy of {cid} at {path}: {error.strerror}") from None
         verifier = CidVerifier(cid)
         verifier.update(data)
         if not verifier.matches():
-            raise ArtifactError(f"the local copy of {cid} at {path} is damaged")
+            os.replace(path, self.damaged_path(cid))
+            raise LocalCopyDamaged(f"the local copy of {cid} at {path} is damaged: set aside, to be fetched again")
         return data
 
     def open_chunks(self, cid: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
@@ -163,17 +186,24 @@ class LocalStore:
 
 
 class _Temporary:
-    """A unique temporary file in the store's folder, removed unless it was renamed into place."""
+    """A unique temporary file in the store's folder, removed unless it was renamed into place. A
+    write the disk refuses (full, read-only, failing) is the store's own fault: OwnFault."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
     def __enter__(self) -> tuple[BinaryIO, Path]:
-        descriptor, name = tempfile.mkstemp(dir=self.root, prefix=".incoming-")
+        try:
+            descriptor, name = tempfile.mkstemp(dir=self.root, prefix=".incoming-")
+        except OSError as error:
+            raise OwnFault(f"cannot write to the local store {self.root}: {error.strerror}") from None
         self.path = Path(name)
         self.handle = os.fdopen(descriptor, "wb")
         return self.handle, self.path
 
-    def __exit__(self, *exc: object) -> None:
-        self.handle.close()
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        with contextlib.suppress(OSError):  # the write failed already; its error is the one to report
+            self.handle.close()
         self.path.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.errno in DISK_ERRORS:
+            raise OwnFault(f"cannot write to the local store {self.root}: {error.strerror}") from None
