@@ -30,6 +30,7 @@ from typing import Any
 from eth_utils import keccak
 
 from protocol.aggregation import publish_next_checkpoint
+from protocol.artifacts.client import RelayStore
 from protocol.artifacts.manifest import load_state_dict
 from protocol.artifacts.store import Store
 from protocol.assignment import assigned_indices, is_sampled
@@ -519,7 +520,9 @@ class Auditor:
                 raise  # the auditor's own fault: `round` notes it
             except CrucibleError as error:
                 audit.findings.append(Finding("artifact", f"included update {submission.update_cid}: {error}"))
-        audit.recomputed_cid = publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, self.store)
+        # Written where this auditor keeps its own files: relays take uploads only from staked signers.
+        local = self.store.cache if isinstance(self.store, RelayStore) else self.store
+        audit.recomputed_cid = publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, local)
         if audit.recomputed_cid != audit.agreed_cid:
             audit.findings.append(
                 Finding(
