@@ -54,9 +54,11 @@ def wait_for_rpc(rpc_url: str, timeout_s: float = 20.0) -> None:
 
 
 def start_anvil(
-    port: int, log_path: Path, state_path: Path | None = None, detach: bool = False
+    port: int, log_path: Path, state_path: Path | None = None, detach: bool = False, block_time_s: int = 0
 ) -> subprocess.Popen[bytes]:
-    """Starts Anvil on 127.0.0.1:`port` with the devnet's chain id and mnemonic; waits until it answers."""
+    """Starts Anvil on 127.0.0.1:`port` with the devnet's chain id and mnemonic; waits until it answers.
+    `block_time_s` > 0: a block every that many seconds, several senders' transactions in one block, as
+    on a real chain (0: a block for each transaction)."""
     settings = devnet_settings()
     command = [
         str(foundry_binary("anvil")),
@@ -70,6 +72,8 @@ def start_anvil(
         settings.mnemonic,
     ]
     resumed = state_path is not None and state_path.exists()
+    if block_time_s and not resumed:
+        command += ["--block-time", str(block_time_s)]
     if state_path is not None:
         command += ["--state", str(state_path), "--state-interval", "5"]
     if resumed:
@@ -82,7 +86,7 @@ def start_anvil(
     try:
         wait_for_rpc(f"http://127.0.0.1:{port}")
         if resumed:
-            _keep_clock(f"http://127.0.0.1:{port}")
+            _keep_clock(f"http://127.0.0.1:{port}", block_time_s)
     except ChainError:
         process.kill()
         raise
@@ -101,17 +105,21 @@ def _rpc(rpc_url: str, method: str, params: list[object], timeout_s: float = 10)
     return document["result"]
 
 
-def _keep_clock(rpc_url: str) -> None:
+def _keep_clock(rpc_url: str, block_time_s: int = 0) -> None:
     """Anvil loads a saved state's blocks but not its clock offset: its next block would carry the wall
     clock, earlier than a warped chain's last block (time running backwards, deadlines un-passed). Anvil
     starts without mining; the next block is set just after the last one and mined (with whatever a
-    client sent meanwhile), so Anvil's clock goes on from there; then it mines on every transaction."""
+    client sent meanwhile), so Anvil's clock goes on from there; then it mines on every transaction, or
+    every `block_time_s` seconds."""
     latest = _rpc(rpc_url, "eth_getBlockByNumber", ["latest", False])
     assert isinstance(latest, dict)
     last = int(str(latest["timestamp"]), 16)
     _rpc(rpc_url, "evm_setNextBlockTimestamp", [max(last + 1, int(time.time()))])
     _rpc(rpc_url, "evm_mine", [])
-    _rpc(rpc_url, "evm_setAutomine", [True])
+    if block_time_s:
+        _rpc(rpc_url, "evm_setIntervalMining", [block_time_s])
+    else:
+        _rpc(rpc_url, "evm_setAutomine", [True])
 
 
 @dataclass
@@ -128,10 +136,11 @@ class AnvilNode:
         self.process.wait(timeout=10)
 
 
-def start_private_anvil(log_path: Path) -> AnvilNode:
-    """Starts an Anvil on a free port, for one test session or one demo."""
+def start_private_anvil(log_path: Path, block_time_s: int = 0) -> AnvilNode:
+    """Starts an Anvil on a free port, for one test session or one demo (a block every `block_time_s`
+    seconds when > 0, else one per transaction)."""
     port = free_port()
-    return AnvilNode(f"http://127.0.0.1:{port}", port, start_anvil(port, log_path))
+    return AnvilNode(f"http://127.0.0.1:{port}", port, start_anvil(port, log_path, block_time_s=block_time_s))
 
 
 @dataclass(frozen=True)
