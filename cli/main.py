@@ -111,3 +111,6 @@ def run() -> None:
     if result == 130:
         stderr.print("interrupted")
         sys.exit(130)
+    # A command that raised typer.Exit(code) (an audit with findings) returns its code here.
+    if isinstance(result, int) and result:
+        sys.exit(result)

@@ -235,19 +235,30 @@ class Validator(Participant):
         with self.reporter.progress(f"checking round {round_index}", len(duties)) as advance:
             for submission, event in duties:
                 advance(1)
-                try:
-                    valid, evidence_cid = self._judge(submission, event, spec, "attest")
-                except OwnFault as error:
-                    self._own_fault(submission, error, deadline)
+                judged = self._verdict_in_time(submission, event, spec, "attest", deadline)
+                if judged is None:
                     continue
-                if not self.lands_before(deadline, "attest", submission=str(submission)):
-                    self._abstain(submission, "the validate window closes before the next block")
-                    continue
+                valid, evidence_cid = judged
                 with self.racing("attest", submission=str(submission)):
                     self.crucible.attest(self.signer, submission, valid, evidence_cid)
                     self.summary.attested[str(submission)] = valid
                     self.reporter.event("attested", round=round_index, submission=str(submission), valid=valid,
                                         evidence_cid=evidence_cid)  # fmt: skip
+
+    def _verdict_in_time(
+        self, submission: int, event: dict[str, Any], spec: EnvSpec, purpose: str, deadline: int
+    ) -> tuple[bool, str] | None:
+        """This validator's verdict and evidence CID when it has one and a vote sent now lands before
+        `deadline`; None when its own fault put the check off (or made it abstain) or the window is closing."""
+        try:
+            judged = self._judge(submission, event, spec, purpose)
+        except OwnFault as error:
+            self._own_fault(submission, error, deadline)
+            return None
+        if not self.lands_before(deadline, purpose, submission=str(submission)):
+            self._abstain(submission, f"the {purpose} window closes before the next block")
+            return None
+        return judged
 
     def _due(self, submission: int) -> bool:
         """Whether a check deferred for the validator's own fault is due to be tried again (or never was)."""
@@ -375,14 +386,10 @@ class Validator(Participant):
                 self.reporter.event("dispute_resolved", submission=str(submission), upheld=resolved.upheld)
 
     def _vote_dispute(self, submission: int, event: dict[str, Any], spec: EnvSpec, deadline: int) -> None:
-        try:
-            valid, evidence_cid = self._judge(submission, event, spec, "dispute")
-        except OwnFault as error:
-            self._own_fault(submission, error, deadline)
+        judged = self._verdict_in_time(submission, event, spec, "dispute", deadline)
+        if judged is None:
             return
-        if not self.lands_before(deadline, "vote_dispute", submission=str(submission)):
-            self._abstain(submission, "the dispute closes before the next block")
-            return
+        valid, evidence_cid = judged
         with self.racing("vote_dispute", submission=str(submission)):
             self.crucible.vote_dispute(self.signer, submission, valid, evidence_cid)
             self.summary.dispute_votes[str(submission)] = valid

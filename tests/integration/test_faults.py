@@ -1,5 +1,6 @@
 """Faults on a running task, with real node and validator processes; each ends with the auditor's money
-check balancing and nothing paid twice."""
+check balancing and nothing paid twice. The module's Anvil mines a block every second, as a real chain
+does (several senders share blocks, time passes on its own); the tests still end windows by warping."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,15 @@ from protocol.ids import submission_id
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 TRAINER_STAKE, VALIDATOR_STAKE = 1200 * TOKEN, 200 * TOKEN
+BLOCK_TIME_S = 1
+
+
+@pytest.fixture(scope="module")
+def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devnet.AnvilNode]:
+    """This module's Anvil, in place of the session's automining one: a block every second."""
+    node = devnet.start_private_anvil(tmp_path_factory.mktemp("anvil") / "anvil.log", block_time_s=BLOCK_TIME_S)
+    yield node
+    node.stop()
 
 
 @dataclass
@@ -266,7 +276,7 @@ def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
     the validator sees the check window not yet open and the wait for its attestation times out."""
     port = devnet.free_port()
     state, log = tmp_path / "anvil-state.json", tmp_path / "anvil.log"
-    anvil = devnet.start_anvil(port, log, state)
+    anvil = devnet.start_anvil(port, log, state, block_time_s=BLOCK_TIME_S)
     try:
         rpc_url = f"http://127.0.0.1:{port}"
         chain = Chain(rpc_url)
@@ -288,7 +298,7 @@ def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
         anvil.send_signal(signal.SIGTERM)  # Anvil writes its state on the way out
         anvil.wait(timeout=30)
         time.sleep(3)
-        anvil = devnet.start_anvil(port, log, state)
+        anvil = devnet.start_anvil(port, log, state, block_time_s=BLOCK_TIME_S)
         assert crucible.chain.w3.eth.block_number >= height, "the chain came back at its height, not from genesis"
         assert len(crucible.submissions(task_id, 0)) == 1, "the saved state kept the submission"
         finish_round(crucible, roles, task_id, sid)
