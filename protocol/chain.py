@@ -419,6 +419,8 @@ class Chain:
             self._rpc(lambda: self.w3.eth.call(call, block_identifier=receipt["blockNumber"]))
         except ContractLogicError as error:
             return self._revert(error)
+        except Web3RPCError as error:
+            return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed: {_rpc_message(error)}")
         return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed; a replay after its block passes")
 
     def _trace(self, tx_hash: HexBytes) -> dict[str, Any] | None:
