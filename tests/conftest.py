@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.devnet import BLOCK_TIME_S
 
 from protocol import devnet
 from protocol.accounts import Signer, load_signer
@@ -28,8 +29,8 @@ def crucible_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="session")
 def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilNode]:
-    """One real Anvil for the test session, on a free port."""
-    node = devnet.start_private_anvil(tmp_path_factory.mktemp("anvil") / "anvil.log")
+    """One real Anvil for the test session, on a free port, mining every `BLOCK_TIME_S` seconds."""
+    node = devnet.start_private_anvil(tmp_path_factory.mktemp("anvil") / "anvil.log", block_time_s=BLOCK_TIME_S)
     yield node
     node.stop()
 

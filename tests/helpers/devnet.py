@@ -3,7 +3,8 @@ over the check seed. (On the import path through pytest's `pythonpath` setting.)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,22 @@ from protocol.params import TaskParams, demo_task_params
 
 TOKEN = 10**18
 LONG_S = 3600  # windows the test ends by warping the clock, never by waiting
+# The test chains mine a block every second, as a real chain does: several senders share blocks and
+# time passes on its own. A test that must decide which block holds what mines by hand (`manual_mining`).
+BLOCK_TIME_S = 1
+
+
+@contextmanager
+def manual_mining(crucible: Crucible) -> Iterator[None]:
+    """No blocks but the test's own (`evm_mine`): transactions wait in the pool. The interval mining
+    comes back afterwards, whatever happened."""
+    provider = crucible.chain.w3.provider
+    provider.make_request("evm_setIntervalMining", [0])  # type: ignore[arg-type]
+    provider.make_request("evm_setAutomine", [False])  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        provider.make_request("evm_setIntervalMining", [BLOCK_TIME_S])  # type: ignore[arg-type]
 
 
 def funded_account(crucible: Crucible, funder: Signer, label: str) -> tuple[Signer, str]:

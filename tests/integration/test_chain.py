@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from helpers.devnet import manual_mining
 
 from protocol import devnet
 from protocol.accounts import Signer
@@ -133,9 +134,8 @@ def test_a_transaction_the_node_dropped_is_sent_again_once(crucible: Crucible, d
     recipient = dev[8].address
     before = crucible.balance_of(recipient)
     nonce = crucible.chain.w3.eth.get_transaction_count(dev[3].address)
-    provider.make_request("evm_setAutomine", [False])  # type: ignore[arg-type]
     result: dict[str, object] = {}
-    try:
+    with manual_mining(crucible):
         sender = threading.Thread(target=lambda: result.update(receipt=crucible.transfer(dev[3], recipient, TOKEN)))
         sender.start()
         deadline = time.monotonic() + 30
@@ -149,8 +149,6 @@ def test_a_transaction_the_node_dropped_is_sent_again_once(crucible: Crucible, d
             time.sleep(0.1)
         provider.make_request("evm_mine", [])  # type: ignore[arg-type]
         sender.join(30)
-    finally:
-        provider.make_request("evm_setAutomine", [True])  # type: ignore[arg-type]
     assert result["receipt"]["status"] == 1  # type: ignore[index]
     assert crucible.balance_of(recipient) - before == TOKEN
     assert crucible.chain.w3.eth.get_transaction_count(dev[3].address) == nonce + 1

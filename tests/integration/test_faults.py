@@ -1,6 +1,6 @@
 """Faults on a running task, with real node and validator processes; each ends with the auditor's money
-check balancing and nothing paid twice. The module's Anvil mines a block every second, as a real chain
-does (several senders share blocks, time passes on its own); the tests still end windows by warping."""
+check balancing and nothing paid twice. The chain mines a block every second, as a real one does
+(several senders share blocks, time passes on its own); the tests still end windows by warping."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from helpers.devnet import TOKEN, create_small_task, funded_account, warp
+from helpers.devnet import BLOCK_TIME_S, TOKEN, create_small_task, funded_account, warp
 from helpers.proxy import TcpProxy
 from helpers.relays import RelayProcess
 
@@ -33,15 +33,6 @@ from protocol.ids import submission_id
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 TRAINER_STAKE, VALIDATOR_STAKE = 1200 * TOKEN, 200 * TOKEN
-BLOCK_TIME_S = 1
-
-
-@pytest.fixture(scope="module")
-def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devnet.AnvilNode]:
-    """This module's Anvil, in place of the session's automining one: a block every second."""
-    node = devnet.start_private_anvil(tmp_path_factory.mktemp("anvil") / "anvil.log", block_time_s=BLOCK_TIME_S)
-    yield node
-    node.stop()
 
 
 @dataclass

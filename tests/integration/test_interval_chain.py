@@ -1,13 +1,10 @@
 """A task's whole round on a devnet that mines a block every second, as a real chain does: an honest
 trainer, a copier and two validators as real processes, so that several of them send in the same block
-at every window's end (fixing the check seed, attesting, proposing, finalising, settling).
-
-This module runs its own Anvil with `--block-time 1` in place of the session's automining one: no
-transaction here gets a block of its own."""
+at every window's end (fixing the check seed, attesting, proposing, finalising, settling)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +12,11 @@ import pytest
 from helpers.devnet import TOKEN, create_small_task, credits, funded_account, warp
 from test_faults import refund_and_balance
 
-from protocol import devnet
 from protocol.accounts import Signer
 from protocol.client import Crucible, Role
-from protocol.devnet import AnvilNode
 from protocol.ids import submission_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilNode]:
-    """This module's Anvil: a block every second, whoever sends."""
-    node = devnet.start_private_anvil(tmp_path_factory.mktemp("anvil") / "anvil.log", block_time_s=1)
-    yield node
-    node.stop()
 
 
 def test_a_round_on_one_second_blocks_ends_with_every_honest_process_exiting_0(

@@ -1,19 +1,17 @@
 """Several senders in one block, and a base fee that moves under a pending transaction: what a chain
-that mines on an interval does every day, on the session's real Anvil (automine switched off where a
-test says so, and back on after it)."""
+that mines on an interval does every day, on the session's real Anvil. Where a test must decide which
+block holds what, it stops the interval mining and mines by hand, then starts it again."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.devnet import TOKEN, create_small_task, warp
+from helpers.devnet import TOKEN, create_small_task, manual_mining, warp
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore
@@ -28,17 +26,6 @@ pytestmark = pytest.mark.integration
 
 def _rpc(crucible: Crucible, method: str, *params: Any) -> Any:
     return crucible.chain.w3.provider.make_request(method, list(params))  # type: ignore[arg-type]
-
-
-@contextmanager
-def manual_mining(crucible: Crucible) -> Iterator[None]:
-    """Automine off for the block: transactions wait in the pool until the test mines. Always back on."""
-    _rpc(crucible, "evm_setAutomine", False)
-    try:
-        yield
-    finally:
-        _rpc(crucible, "evm_setIntervalMining", 0)
-        _rpc(crucible, "evm_setAutomine", True)
 
 
 def _wait_in_pool(crucible: Crucible, sender: str, count: int) -> None:
