@@ -1,4 +1,4 @@
-"""`crucible devnet up|down|status` and `crucible deploy`."""
+"""`crucible devnet up|down|status|advance` and `crucible deploy`."""
 
 from __future__ import annotations
 
@@ -36,11 +36,14 @@ def _ensure_deployed(chain: Chain, path: Path) -> tuple[Deployment, bool]:
 def up(
     ctx: typer.Context,
     port: int = typer.Option(None, "--port", help="Port for Anvil (default: anvil.env's)."),
+    block_time: int = typer.Option(
+        None, "--block-time", help="Seconds between blocks (default: anvil.env's, 1); 0: a block per transaction."
+    ),
     json_output: bool = JSON,
 ) -> None:
     """Start Anvil in the background, deploy the contracts, fund dev0-dev9 and write the address book."""
     cli = context(ctx)
-    current = devnet.up(port)
+    current = devnet.up(port, block_time)
     cli.rpc = current.rpc_url
     chain = cli.chain()
     deployment, deployed = _ensure_deployed(chain, cli.deployment_file())
@@ -56,6 +59,7 @@ def up(
                 "chain_id": chain.chain_id,
                 "pid": current.pid,
                 "state_dir": current.state_dir,
+                "block_time_s": current.block_time_s,
                 "deployment": str(cli.deployment_file()),
                 "deployed": deployed,
                 "addresses": addresses,
@@ -68,6 +72,7 @@ def up(
         ("chain id", chain.chain_id),
         ("pid", current.pid),
         ("state", current.state_dir),
+        ("blocks", _blocks(current.block_time_s)),
     ]
     rows += [(name, address) for name, address in addresses.items()]
     rows.append(("address book", f"{cli.deployment_file()} ({'written' if deployed else 'already deployed'})"))
@@ -98,9 +103,35 @@ def status(json_output: bool = JSON) -> None:
     if json_output:
         emit_json(current)
     elif current.running:
-        stdout.print(f"devnet running at {current.rpc_url} (pid {current.pid}, state in {current.state_dir})")
+        stdout.print(f"devnet running at {current.rpc_url} (pid {current.pid}, {_blocks(current.block_time_s)}, "
+                     f"state in {current.state_dir})")  # fmt: skip
     else:
         stdout.print("devnet not running")
+
+
+def _blocks(block_time_s: int | None) -> str:
+    return "a block per transaction" if not block_time_s else f"a block every {block_time_s} s"
+
+
+@app.command()
+def advance(
+    ctx: typer.Context,
+    seconds: int = typer.Argument(..., help="How far to move the devnet's clock on, in seconds."),
+    json_output: bool = JSON,
+) -> None:
+    """Move the devnet's clock on (to end a window now) and mine a block there; devnet only."""
+    from protocol.errors import ConfigError
+
+    if seconds <= 0:
+        raise ConfigError(f"SECONDS must be more than 0, not {seconds}: the clock moves forward only")
+    chain = context(ctx).chain()
+    before = chain.timestamp()
+    after = devnet.advance_time(chain, seconds)
+    block = chain.w3.eth.block_number
+    if json_output:
+        emit_json({"advanced_s": seconds, "timestamp_before": before, "timestamp": after, "block": block})
+    else:
+        stdout.print(f"devnet clock moved on {seconds:,} s: block {block} at {after} (was {before})")
 
 
 def deploy_command(

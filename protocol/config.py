@@ -25,6 +25,7 @@ class DevnetSettings:
     rpc_url: str
     chain_id: int
     mnemonic: str
+    block_time_s: int  # seconds between blocks; 0: one block per transaction
     dev_addresses: tuple[str, ...]
     # Anvil's public development keys; they never leave this object except to sign.
     dev_private_keys: tuple[str, ...]
@@ -52,6 +53,7 @@ def devnet_settings(path: Path = ANVIL_ENV) -> DevnetSettings:
             rpc_url=env["ANVIL_RPC_URL"],
             chain_id=int(env["ANVIL_CHAIN_ID"]),
             mnemonic=env["ANVIL_MNEMONIC"],
+            block_time_s=int(env.get("ANVIL_BLOCK_TIME", "1")),
             dev_addresses=tuple(env[f"DEV{i}_ADDRESS"] for i in range(DEV_ACCOUNT_COUNT)),
             dev_private_keys=tuple(env[f"DEV{i}_PRIVATE_KEY"] for i in range(DEV_ACCOUNT_COUNT)),
         )

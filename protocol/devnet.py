@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from protocol.client import Crucible
 
 from protocol.config import REPO_ROOT, crucible_home, devnet_settings
-from protocol.errors import ChainError
+from protocol.errors import ChainError, ConfigError
 
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
@@ -151,6 +151,7 @@ class DevnetStatus:
     rpc_url: str
     pid: int | None
     state_dir: str
+    block_time_s: int | None = None  # seconds between blocks (0: a block per transaction); None: not running
 
 
 def devnet_dir() -> Path:
@@ -181,23 +182,31 @@ def status() -> DevnetStatus:
     if _pid_file().exists():
         pid = json.loads(_pid_file().read_text())["pid"]
     running = pid is not None and _alive(pid)
-    rpc_url = f"http://127.0.0.1:{json.loads(_pid_file().read_text())['port']}" if running else settings.rpc_url
-    return DevnetStatus(running=running, rpc_url=rpc_url, pid=pid if running else None, state_dir=str(devnet_dir()))
+    if not running:
+        return DevnetStatus(running=False, rpc_url=settings.rpc_url, pid=None, state_dir=str(devnet_dir()))
+    recorded = json.loads(_pid_file().read_text())
+    return DevnetStatus(running=True, rpc_url=f"http://127.0.0.1:{recorded['port']}", pid=pid,
+                        state_dir=str(devnet_dir()), block_time_s=int(recorded.get("block_time_s", 0)))  # fmt: skip
 
 
-def up(port: int | None = None) -> DevnetStatus:
-    """Starts the background Anvil unless it runs; its state persists in the state folder."""
+def up(port: int | None = None, block_time_s: int | None = None) -> DevnetStatus:
+    """Starts the background Anvil unless it runs, mining a block every `block_time_s` seconds (default:
+    anvil.env's; 0: a block per transaction); its state persists in the state folder."""
     current = status()
     if current.running:
         return current
     settings = devnet_settings()
     port = port or settings.port
+    block_time_s = settings.block_time_s if block_time_s is None else block_time_s
+    if block_time_s < 0:
+        raise ConfigError(f"--block-time must be 0 (a block per transaction) or more seconds, not {block_time_s}")
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", port)) == 0:
             raise ChainError(f"port {port} is taken by another process: stop it or pass --port")
     directory = devnet_dir()
-    process = start_anvil(port, directory / "anvil.log", directory / "state.json", detach=True)
-    _pid_file().write_text(json.dumps({"pid": process.pid, "port": port}))
+    process = start_anvil(port, directory / "anvil.log", directory / "state.json", detach=True,
+                          block_time_s=block_time_s)  # fmt: skip
+    _pid_file().write_text(json.dumps({"pid": process.pid, "port": port, "block_time_s": block_time_s}))
     return status()
 
 
@@ -217,13 +226,21 @@ def down() -> bool:
     return True
 
 
-def advance_time(chain: object, seconds: int) -> None:
-    """Moves a devnet's clock on by `seconds` and mines a block (Anvil's evm_increaseTime)."""
+def advance_time(chain: object, seconds: int) -> int:
+    """Moves a devnet's clock on by `seconds` and mines a block there (Anvil's evm_increaseTime);
+    returns the new block's timestamp. ConfigError for a chain that is not the devnet's."""
     from protocol.chain import Chain
 
     assert isinstance(chain, Chain)
+    if chain.chain_id != devnet_settings().chain_id:
+        raise ConfigError(
+            f"chain {chain.chain_id} is not the devnet ({devnet_settings().chain_id}): its clock is its own"
+        )
+    if seconds <= 0:
+        raise ConfigError(f"the clock moves forward only: {seconds} s")
     chain.w3.provider.make_request("evm_increaseTime", [seconds])  # type: ignore[arg-type]
     chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+    return chain.timestamp()
 
 
 def warp_to(chain: object, timestamp: int) -> None:

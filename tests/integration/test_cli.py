@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from protocol import devnet
+from protocol.chain import Chain
 from protocol.config import devnet_settings
 
 pytestmark = pytest.mark.integration
@@ -95,6 +97,21 @@ def test_devnet_status_and_address_book(net: Devnet) -> None:
     # A second `up` finds it running and deployed: nothing new is deployed.
     again = net.run("devnet", "up", "--json").json()
     assert again["deployed"] is False and again["addresses"]["TaskMarket"] == book["TaskMarket"]  # type: ignore[index]
+
+
+def test_the_devnet_clock_runs_on_its_own_and_advances_on_command(net: Devnet) -> None:
+    """`devnet up` mines a block every second with nobody sending (a chain whose clock stands still
+    strands every role waiting for a window); `devnet advance` moves the clock on. Broken version: drop
+    `--block-time` from `devnet.start_anvil` → no block comes in 2.5 s and the first assertion fails."""
+    assert net.run("devnet", "status", "--json").json()["block_time_s"] == 1
+    chain = Chain(net.rpc_url)
+    first = chain.w3.eth.block_number
+    time.sleep(2.5)
+    assert chain.w3.eth.block_number >= first + 2, "blocks come without traffic"
+    moved = net.run("devnet", "advance", "3600", "--json").json()
+    assert int(moved["timestamp"]) >= int(moved["timestamp_before"]) + 3600  # type: ignore[call-overload]
+    assert chain.timestamp() >= int(moved["timestamp"])  # type: ignore[call-overload]
+    assert_one_line_error(net.run("devnet", "advance", "0"), "more than 0")
 
 
 def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
