@@ -29,6 +29,7 @@ from protocol.accounts import Signer, load_signer
 from protocol.artifacts.store import LocalStore
 from protocol.chain import Chain
 from protocol.client import Crucible, Role
+from protocol.config import devnet_settings
 from protocol.deployment import DEVNET_UNBONDING_S, deploy
 from protocol.envs.spec import MAX_SAMPLES, default_spec
 from protocol.errors import ConfigError, CrucibleError
@@ -159,7 +160,11 @@ class Demo:
         self.options.check()
         self.home = Path(tempfile.mkdtemp(prefix="crucible-demo-"))
         (self.home / "logs").mkdir()
-        self.anvil = devnet.start_private_anvil(self.home / "logs" / "anvil.log")
+        # A block every second, as on a real chain: the roles share blocks and race for the permissionless
+        # steps; the demo still ends each window by moving the clock once its work is done.
+        self.anvil = devnet.start_private_anvil(
+            self.home / "logs" / "anvil.log", block_time_s=devnet_settings().block_time_s
+        )
         self.children = Children(self.home, self.anvil.rpc_url, self.home / "deployment.json")
         # Ctrl-C and SIGTERM both end in __exit__, even where a shell started us with SIGINT ignored.
         self._previous = [signal.signal(number, _interrupt) for number in (signal.SIGINT, signal.SIGTERM)]
@@ -324,7 +329,7 @@ class Demo:
             failure = children.failed()
             if failure:
                 raise CrucibleError(f"waiting for {what}: {failure}")
-            if tick is not None:  # a devnet mines only on traffic; a dispute's committee needs the next block
+            if tick is not None:  # a dispute's committee needs the next block: one now, not in a second
                 tick.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
             time.sleep(0.5)
         raise CrucibleError(f"timed out after {STEP_TIMEOUT_S} s waiting for {what}")
