@@ -363,6 +363,7 @@ class Chain:
             if receipt is not None:
                 if self._deep_enough(receipt, deadline):
                     break
+                time.sleep(self.poll_interval_s)  # a reorg replaced its block: look for its new receipt
                 continue
             now = time.monotonic()
             if now >= deadline:
