@@ -70,3 +70,44 @@ class TcpProxy:
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+
+
+class NoTraceRpc:
+    """A JSON-RPC endpoint in front of a node that forwards every call but `debug_*`, which it answers
+    as a node without tracing does (-32601, method not found): how a chain whose RPC serves no traces
+    looks to a client."""
+
+    def __init__(self, target_url: str) -> None:
+        import http.server
+        import json
+
+        import httpx
+
+        client = httpx.Client(timeout=30)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # the name http.server calls
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = json.loads(body)
+                if str(request.get("method", "")).startswith("debug_"):
+                    refused = {"code": -32601, "message": "method not found"}
+                    answer = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "error": refused}).encode()
+                else:
+                    answer = client.post(target_url, content=body, headers={"Content-Type": "application/json"}).content
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

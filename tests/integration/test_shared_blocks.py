@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from helpers.devnet import TOKEN, create_small_task, manual_mining, warp
+from helpers.proxy import NoTraceRpc
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore
@@ -37,21 +38,35 @@ def _wait_in_pool(crucible: Crucible, sender: str, count: int) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.parametrize("rpc", ["traced", "no traces"])
 def test_two_finalisers_in_one_block_the_loser_is_told_it_raced(
-    crucible: Crucible, dev: list[Signer], crucible_home: Path, capsys: pytest.CaptureFixture[str]
+    rpc: str, crucible: Crucible, dev: list[Signer], crucible_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Two keepers finalise the one round of a task; both transactions wait in the pool and are mined in
     one block. The second reverts with MarketTaskEnded, which a replay on the state before the block
-    cannot see (there the round is still open). Broken version: explain failures with
+    cannot see (there the round is still open). The keepers explain it from Anvil's trace, or, through an
+    endpoint that serves no traces, from a replay after the block. Broken version: explain failures with
     `eth_call(..., block_identifier=blockNumber - 1)` and no trace (the old `Chain._failed`) → the loser
-    gets an undecoded "transaction 0x… failed", `keep_round` raises it and its thread dies."""
+    gets an undecoded "transaction 0x… failed", `keep_round` raises it and its thread dies; keep the trace
+    but replay before the block in the fallback → only the "no traces" case fails."""
+    endpoint = NoTraceRpc(crucible.chain.rpc_url) if rpc == "no traces" else None
+    try:
+        _race_two_finalisers(crucible, dev, crucible_home, capsys, endpoint.url if endpoint else crucible.chain.rpc_url)
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+
+
+def _race_two_finalisers(
+    crucible: Crucible, dev: list[Signer], crucible_home: Path, capsys: pytest.CaptureFixture[str], rpc_url: str
+) -> None:
     store = LocalStore(crucible_home / "store")
     task = create_small_task(crucible, crucible_home, store.put(b"a model nobody loads"), dev[0], 2, rounds=1)
     warp(crucible, crucible.deadlines(task.task_id, 0).challenge)
     state, deadlines = crucible.round(task.task_id, 0), crucible.deadlines(task.task_id, 0)
     keepers = [
         Participant(
-            Crucible(Chain(crucible.chain.rpc_url), crucible.deployment),
+            Crucible(Chain(rpc_url), crucible.deployment),
             signer,
             store,
             Reporter(f"keeper{index}", json_lines=True),
