@@ -66,6 +66,16 @@ def describe_revert(name: str, args: dict[str, Any]) -> str:
     return f"contract refused: {name}({shown})" + (f" - {hint}" if hint else "")
 
 
+def _decoded_revert(data: object) -> ContractRevert | None:
+    """The contract's custom error in revert data (0x-hex, as calls and traces give it), or None."""
+    raw = HexBytes(data) if isinstance(data, str) and data.startswith("0x") else b""
+    decoded = decode_revert(raw) if len(raw) >= 4 else None
+    if decoded is None:
+        return None
+    name, args = decoded
+    return ContractRevert(name, args, describe_revert(name, args))
+
+
 def _bumped(fee: int) -> int:
     return fee + max(fee // 8, 1)
 
@@ -402,18 +412,13 @@ class Chain:
         tx_hash = receipt["transactionHash"]
         transaction = self._rpc(lambda: self.w3.eth.get_transaction(tx_hash))
         traced = self._trace(tx_hash)
-        if traced is not None:
-            output = traced.get("output") or "0x"
-            decoded = decode_revert(HexBytes(output)) if len(HexBytes(output)) >= 4 else None
-            if decoded is not None:
-                name, args = decoded
-                return ContractRevert(name, args, describe_revert(name, args))
-            error = str(traced.get("error") or "")
-            if "out of gas" in error.lower() or receipt["gasUsed"] >= transaction["gas"]:
-                return OutOfGas(_out_of_gas(tx_hash, receipt, transaction))
-            return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed: {error or 'no reason given'}")
-        if receipt["gasUsed"] >= transaction["gas"]:
+        if traced is not None and (reverted := _decoded_revert(traced.get("output"))) is not None:
+            return reverted
+        error = str((traced or {}).get("error") or "")
+        if "out of gas" in error.lower() or receipt["gasUsed"] >= transaction["gas"]:
             return OutOfGas(_out_of_gas(tx_hash, receipt, transaction))
+        if traced is not None:
+            return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed: {error or 'no reason given'}")
         call: Any = {key: transaction[key] for key in ("from", "to", "value", "gas") if key in transaction}
         call["data"] = transaction["input"]
         try:
@@ -437,13 +442,8 @@ class Chain:
         return dict(result) if isinstance(result, dict) else None
 
     def _revert(self, error: ContractLogicError) -> TransactionError:
-        data = error.data
-        raw = HexBytes(data) if isinstance(data, str) and data.startswith("0x") else b""
-        decoded = decode_revert(raw) if raw else None
-        if decoded is None:
-            return TransactionError(f"contract refused the call: {error.message or error}")
-        name, args = decoded
-        return ContractRevert(name, args, describe_revert(name, args))
+        reverted = _decoded_revert(error.data)
+        return reverted or TransactionError(f"contract refused the call: {error.message or error}")
 
     # ------------------------------------------------------------ events
 

@@ -237,7 +237,7 @@ def advance_time(chain: object, seconds: int) -> int:
             f"chain {chain.chain_id} is not the devnet ({devnet_settings().chain_id}): its clock is its own"
         )
     if seconds <= 0:
-        raise ConfigError(f"the clock moves forward only: {seconds} s")
+        raise ConfigError(f"SECONDS must be more than 0, not {seconds}: the clock moves forward only")
     chain.w3.provider.make_request("evm_increaseTime", [seconds])  # type: ignore[arg-type]
     chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
     return chain.timestamp()

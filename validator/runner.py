@@ -183,6 +183,8 @@ class Validator(Participant):
         deadlines = self.crucible.deadlines(task_id, round_index)
         now = self.crucible.chain.now()
         try:
+            # Each step that sends catches its own lost race; this one also covers the views read between
+            # them, which can revert with a race's error when the round moved on meanwhile.
             with self.racing("round_duties", round=round_index):
                 if state.finalised:
                     self._settle(round_index)
