@@ -75,8 +75,8 @@ demo: setup build
 	$(VENV)/bin/crucible demo
 
 lint: setup build
-	$(VENV)/bin/ruff format --check protocol cli node validator explorer demo tests scripts bench
-	$(VENV)/bin/ruff check protocol cli node validator explorer demo tests scripts bench
+	$(VENV)/bin/ruff format --check protocol cli node validator auditor explorer demo tests scripts bench
+	$(VENV)/bin/ruff check protocol cli node validator auditor explorer demo tests scripts bench
 	$(VENV)/bin/mypy
 	$(FORGE) fmt --check contracts
 	PATH="$(FOUNDRY_BIN):$$PATH" $(SLITHER_VENV)/bin/slither . --compile-force-framework foundry \

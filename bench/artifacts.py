@@ -25,16 +25,16 @@ from pathlib import Path
 import httpx
 import torch
 
+from protocol.artifacts.cid import CHUNK_BYTES, CidVerifier, cid_of_file
 from protocol.artifacts.manifest import save_state_dict
 from protocol.artifacts.store import LocalStore
-from protocol.cid import CHUNK_BYTES, CidVerifier, cid_of_file
-from protocol.devnet import free_port
+from protocol.chain.devnet import free_port
 
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 CLIENT = """
 import sys, time
 from pathlib import Path
-from protocol.artifacts.client import Fetcher
+from protocol.artifacts.fetch import Fetcher
 from protocol.artifacts.store import LocalStore
 start = time.monotonic()
 urls, store = sys.argv[3].split(","), LocalStore(Path(sys.argv[2]))

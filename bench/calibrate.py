@@ -21,11 +21,11 @@ from eth_utils import keccak
 from bench.node import warm_model
 from node.adversary import adversary_of
 from node.work import RoundWork, produce_work
-from protocol.cid import cid_of_bytes
-from protocol.envs.spec import EnvSpec, default_spec
-from protocol.model import LoadedModel
-from protocol.work import RoundContext, assigned_slots
-from validator.checks import check_rewards, check_sampling, check_toploc, check_update, run_prefill
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.ml.envs.spec import EnvSpec, default_spec
+from protocol.ml.model import LoadedModel
+from protocol.work.checks import check_rewards, check_sampling, check_toploc, check_update, run_prefill
+from protocol.work.round import RoundContext, assigned_slots
 
 NODES = [
     "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",

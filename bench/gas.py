@@ -18,14 +18,14 @@ from typing import Any
 
 from eth_account import Account
 
-from protocol import devnet
 from protocol.accounts import Signer, load_signer
-from protocol.chain import Chain
-from protocol.cid import cid_of_bytes
-from protocol.client import Crucible, Role
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import deploy
+from protocol.chain.params import demo_task_params
 from protocol.config import devnet_settings
-from protocol.deployment import deploy
-from protocol.params import demo_task_params
 
 TOKEN = 10**18
 CID = cid_of_bytes(b"bench")

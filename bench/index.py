@@ -15,12 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from protocol import devnet
+from auditor.index import EventIndex
 from protocol.accounts import load_signer
-from protocol.chain import Chain
-from protocol.client import Crucible, Role
-from protocol.deployment import deploy
-from validator.index import EventIndex
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import deploy
 
 TOKEN = 10**18
 

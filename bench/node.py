@@ -17,25 +17,25 @@ from pathlib import Path
 import torch
 
 from node.work import produce_work
-from protocol import devnet
 from protocol.accounts import load_signer
-from protocol.aggregation import aggregate
 from protocol.artifacts.manifest import load_state_dict, save_hf_model, save_state_dict
 from protocol.artifacts.store import LocalStore
-from protocol.chain import Chain
-from protocol.client import Crucible, Role
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import DEVNET_UNBONDING_S, deploy
+from protocol.chain.params import demo_task_params
 from protocol.config import devnet_settings
-from protocol.deployment import DEVNET_UNBONDING_S, deploy
-from protocol.envs.spec import EnvSpec, default_spec
-from protocol.evaluation import evaluate
-from protocol.generation import generate
-from protocol.model import LoadedModel, create_model, load_checkpoint, parameter_count
-from protocol.params import demo_task_params
-from protocol.proofs import build_proofs
-from protocol.seeds import label_seed
-from protocol.tokenizer import CharTokenizer, prompt_ids
-from protocol.training import supervised_warmup
-from protocol.work import RoundContext
+from protocol.ml.aggregation import aggregate
+from protocol.ml.envs.spec import EnvSpec, default_spec
+from protocol.ml.evaluation import evaluate
+from protocol.ml.generation import generate
+from protocol.ml.model import LoadedModel, create_model, load_checkpoint, parameter_count
+from protocol.ml.proofs import build_proofs
+from protocol.ml.seeds import label_seed
+from protocol.ml.tokenizer import CharTokenizer, prompt_ids
+from protocol.ml.training import supervised_warmup
+from protocol.work.round import RoundContext
 
 TOKEN = 10**18
 

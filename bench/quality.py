@@ -26,12 +26,12 @@ from typing import Any
 
 from demo.runner import Demo, DemoOptions
 from explorer.charts import line_chart
+from protocol.ml.envs.spec import TrainingSettings
 
 PLOT = Path(__file__).resolve().parent.parent / "docs" / "quality.svg"
 
 
 def configurations(rounds: int, prompts: int, warmup: int) -> dict[str, DemoOptions]:
-    from protocol.envs.spec import TrainingSettings
 
     common: dict[str, Any] = {"rounds": rounds, "validators": 2, "warmup_steps": warmup}
     default_minibatch = TrainingSettings().minibatch_size

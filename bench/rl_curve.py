@@ -16,6 +16,16 @@ import platform
 import time
 from typing import Any
 
+from node.work import produce_work
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.ml.aggregation import aggregate
+from protocol.ml.envs.spec import default_spec
+from protocol.ml.evaluation import evaluate
+from protocol.ml.model import LoadedModel, create_model
+from protocol.ml.tokenizer import DEFAULT_ALPHABET, CharTokenizer
+from protocol.ml.training import answer_sequence, grpo_update, supervised_warmup
+from protocol.work.round import RoundContext, assigned_slots
+
 KEYS = {
     "lr": "learning_rate",
     "inner": "inner_steps",
@@ -41,8 +51,6 @@ def parse_setting(text: str) -> dict[str, float]:
 def labelled_update(loaded: Any, spec: Any, context: Any) -> Any:
     """The control: an update from the same prompts' right answers (advantage 1 each, one sequence a
     prompt) through the same optimizer and settings, with no rollouts: what labels would teach."""
-    from protocol.training import answer_sequence, grpo_update
-    from protocol.work import assigned_slots
 
     tokenizer = loaded.tokenizer
     problems = {slot.prompt_index: slot.problem for slot in assigned_slots(spec, context)}
@@ -53,12 +61,6 @@ def labelled_update(loaded: Any, spec: Any, context: Any) -> Any:
 def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any, labels: bool = False) -> list[dict[str, float]]:
     """Held-out accuracy of the initial checkpoint and after each round of `nodes` trainers (trained on
     the right answers instead of their rollouts with `labels`)."""
-    from node.work import produce_work
-    from protocol.aggregation import aggregate
-    from protocol.cid import cid_of_bytes
-    from protocol.evaluation import evaluate
-    from protocol.model import LoadedModel
-    from protocol.work import RoundContext
 
     loaded = LoadedModel(copy.deepcopy(base.model), base.tokenizer, None)
     points = []
@@ -108,11 +110,6 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-
-    from protocol.envs.spec import default_spec
-    from protocol.model import LoadedModel, create_model
-    from protocol.tokenizer import DEFAULT_ALPHABET, CharTokenizer
-    from protocol.training import supervised_warmup
 
     spec = default_spec(args.env)
     environment = spec.env()

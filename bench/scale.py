@@ -27,15 +27,15 @@ from typing import Any
 
 from eth_utils import keccak
 
-from protocol import devnet
+from auditor.index import EventIndex
 from protocol.accounts import Signer, load_signer
-from protocol.chain import Chain
-from protocol.cid import cid_of_bytes
-from protocol.client import Crucible, Role
-from protocol.deployment import deploy
-from protocol.ids import submission_id
-from protocol.params import demo_task_params
-from validator.index import EventIndex
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import deploy
+from protocol.chain.ids import submission_id
+from protocol.chain.params import demo_task_params
 
 TOKEN = 10**18
 LONG_S = 3600

@@ -20,18 +20,18 @@ import torch
 from bench.node import warm_model
 from node.adversary import adversary_of
 from node.work import produce_work
-from protocol.cid import cid_of_bytes
-from protocol.envs.spec import default_spec
-from protocol.generation import generate
-from protocol.ids import commitment
-from protocol.inference import prefill
-from protocol.model import LoadedModel, parameter_count
-from protocol.proofs import build_proofs, verify_proofs
-from protocol.sampling import replay_many
-from protocol.seeds import label_seed
-from protocol.tokenizer import prompt_ids
-from protocol.work import RoundContext
-from validator.checks import Artifacts, Claim, verify_submission
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.chain.ids import commitment
+from protocol.ml.envs.spec import default_spec
+from protocol.ml.generation import generate
+from protocol.ml.inference import prefill
+from protocol.ml.model import LoadedModel, parameter_count
+from protocol.ml.proofs import build_proofs, verify_proofs
+from protocol.ml.sampling import replay_many
+from protocol.ml.seeds import label_seed
+from protocol.ml.tokenizer import prompt_ids
+from protocol.work.checks import Artifacts, Claim, verify_submission
+from protocol.work.round import RoundContext
 
 CONTEXT = RoundContext(
     chain_id=31337,

@@ -28,7 +28,7 @@ def cid(
     json_output: bool = JSON,
 ) -> None:
     """Print the CID Kubo would give the file."""
-    from protocol.cid import cid_of_file
+    from protocol.artifacts.cid import cid_of_file
 
     if not file.is_file():
         raise ConfigError(f"no such file: {file}")
@@ -48,7 +48,7 @@ def put(
     json_output: bool = JSON,
 ) -> None:
     """Store a file in a local store or upload it (signed) to each relay."""
-    from protocol.artifacts.client import upload
+    from protocol.artifacts.fetch import upload
     from protocol.artifacts.store import LocalStore
 
     if not file.is_file():
@@ -75,7 +75,7 @@ def get(
     json_output: bool = JSON,
 ) -> None:
     """Fetch a CID, check every byte against it, then write it to --out."""
-    from protocol.artifacts.client import Fetcher, FetchReport
+    from protocol.artifacts.fetch import Fetcher, FetchReport
     from protocol.artifacts.store import LocalStore, safe_cid
 
     value = safe_cid(cid_text)
@@ -145,13 +145,14 @@ def serve(
     """Serve /ipfs/{cid}, accept signed uploads, and mirror the relays followed."""
     import uvicorn
 
-    from protocol.artifacts.relay import RelaySettings, chain_stake_check, create_app
+    from protocol.artifacts.relay import RelaySettings, create_app
+    from protocol.chain.client import stake_check as chain_stake_check
 
     stake_check = None
     if require_stake:
         cli = context(ctx)
         crucible = cli.crucible()
-        stake_check = chain_stake_check(cli.rpc_url(), cli.deployment_file(), 1)
+        stake_check = chain_stake_check(crucible, 1)
         stderr.print(f"uploads need stake in StakeManager {crucible.deployment.StakeManager}")
     settings = RelaySettings(
         store_dir=store_dir or crucible_home() / f"relay-{port}",

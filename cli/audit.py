@@ -13,8 +13,8 @@ from rich.table import Table
 
 from cli.context import STORE_HELP, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
+from protocol.chain.ids import decode_submission_id, parse_submission_id
 from protocol.errors import ConfigError
-from protocol.ids import decode_submission_id, parse_submission_id
 from protocol.values import format_tokens
 
 app = typer.Typer(
@@ -35,10 +35,10 @@ RERUN = typer.Option(True, "--rerun/--no-rerun", help="Re-run every check (defau
 def _auditor(
     ctx: typer.Context, store: str | None, index: Path | None, confirmations: int, device: str, rerun: bool
 ) -> Iterator[Any]:
+    from auditor.audit import Auditor
+    from auditor.index import open_index
     from protocol.artifacts.backends import open_store
-    from protocol.model import checked_device
-    from validator.audit import Auditor
-    from validator.index import open_index
+    from protocol.ml.model import checked_device
 
     crucible = context(ctx).crucible()
     checked = checked_device(device)
@@ -59,7 +59,7 @@ def sync(ctx: typer.Context, index: Path = INDEX, confirmations: int = CONFIRMAT
     """Bring the event index up to date (resumes where it stopped, repairs reorgs)."""
     import time
 
-    from validator.index import open_index
+    from auditor.index import open_index
 
     crucible = context(ctx).crucible()
     started = time.perf_counter()
@@ -294,8 +294,8 @@ def money(
     json_output: bool = JSON,
 ) -> None:
     """Balance a task's tokens to the wei, and the market's balance against all it owes."""
-    from validator.audit import market_balance_check, money_check
-    from validator.index import open_index
+    from auditor.index import open_index
+    from auditor.money import market_balance_check, money_check
 
     crucible = context(ctx).crucible()
     with open_index(crucible, index, confirmations) as event_index:
@@ -324,7 +324,7 @@ def dispute(
     json_output: bool = JSON,
 ) -> None:
     """Re-run a submission's checks and, when its outcome is wrong, dispute it with the task's bond."""
-    from validator.evidence import evidence_bytes, evidence_document
+    from protocol.work.evidence import evidence_bytes, evidence_document
 
     value = parse_submission_id(submission_id)
     task_id, _, trainer = decode_submission_id(value)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import typer
 
-from protocol import devnet
 from protocol.accounts import Signer, load_signer, resolve_address
-from protocol.chain import Chain
-from protocol.client import Crucible
+from protocol.chain import devnet
+from protocol.chain.client import Crucible
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import Deployment, default_deployment_path, is_live
 from protocol.config import devnet_settings
-from protocol.deployment import Deployment, default_deployment_path, is_live
 from protocol.errors import ChainError, ConfigError
 from protocol.values import to_wei
 

@@ -8,11 +8,11 @@ import typer
 
 from cli.context import confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
-from protocol import devnet
 from protocol.accounts import load_signer
-from protocol.chain import Chain
+from protocol.chain import devnet
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import DEFAULT_UNBONDING_S, DEVNET_UNBONDING_S, Deployment, deploy, is_live
 from protocol.config import devnet_settings
-from protocol.deployment import DEFAULT_UNBONDING_S, DEVNET_UNBONDING_S, Deployment, deploy, is_live
 from protocol.values import format_tokens
 
 app = typer.Typer(no_args_is_help=True, help="Start, stop and inspect the local Anvil devnet.")

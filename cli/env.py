@@ -17,7 +17,7 @@ JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 @app.command("list")
 def list_(json_output: bool = JSON) -> None:
     """List the registered environments."""
-    from protocol.envs.registry import ENVIRONMENTS, environment_of
+    from protocol.ml.envs.registry import ENVIRONMENTS, environment_of
 
     environment_of("arithmetic")  # loads the registry
     rows = [{"name": name, "description": kind.description} for name, kind in sorted(ENVIRONMENTS.items())]
@@ -36,7 +36,7 @@ def spec(
     json_output: bool = typer.Option(False, "--json", help="The spec is JSON either way; accepted for scripts."),
 ) -> None:
     """Print an environment's default spec (JSON, the file `crucible task create --env` takes)."""
-    from protocol.envs.spec import default_spec
+    from protocol.ml.envs.spec import default_spec
 
     document = default_spec(name).model_dump(by_alias=True, mode="json")
     print(json.dumps(document, indent=2, sort_keys=True))

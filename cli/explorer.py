@@ -41,9 +41,9 @@ def serve(
 
     import uvicorn
 
+    from auditor.index import default_index_path
     from explorer.app import create_app
     from protocol.artifacts.backends import open_store, relay_urls
-    from validator.index import default_index_path
 
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be 0 to 65535, got {port}")

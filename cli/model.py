@@ -14,7 +14,7 @@ from cli.output import emit_json, key_value_table, stderr, stdout
 from protocol.errors import ConfigError
 
 if TYPE_CHECKING:
-    from protocol.envs.spec import EnvSpec
+    from protocol.ml.envs.spec import EnvSpec
 
 app = typer.Typer(no_args_is_help=True, help="Make, publish and evaluate models.")
 
@@ -25,7 +25,7 @@ WARMUP_STEPS = {"tiny": 600, "small": 600, "base": 600}
 
 def _spec(env: str) -> EnvSpec:
     """An environment name, or a spec file."""
-    from protocol.envs.spec import default_spec, load_spec_file
+    from protocol.ml.envs.spec import default_spec, load_spec_file
 
     path = Path(env)
     if env.endswith(".json") or path.exists():
@@ -44,10 +44,10 @@ def init(
     json_output: bool = JSON,
 ) -> None:
     """Create a model with a character tokenizer and warm it up with a short supervised run."""
-    from protocol.evaluation import evaluate
-    from protocol.model import SIZES, checked_device, create_model, parameter_count, save_folder
-    from protocol.tokenizer import DEFAULT_ALPHABET, CharTokenizer
-    from protocol.training import supervised_warmup
+    from protocol.ml.evaluation import evaluate
+    from protocol.ml.model import SIZES, checked_device, create_model, parameter_count, save_folder
+    from protocol.ml.tokenizer import DEFAULT_ALPHABET, CharTokenizer
+    from protocol.ml.training import supervised_warmup
 
     if size not in SIZES:
         raise ConfigError(f"unknown model size {size!r}: one of {', '.join(SIZES)}")
@@ -62,7 +62,7 @@ def init(
     tokenizer = CharTokenizer(DEFAULT_ALPHABET + extra)
     model: Any = create_model(size, tokenizer, seed).to(checked_device(device))
     started = time.perf_counter()
-    from protocol.reporter import Reporter
+    from protocol.runtime.reporter import Reporter
 
     with Reporter("model", json_output, stderr).progress("warming up", steps) as advance:
         loss = supervised_warmup(model, tokenizer, environment, steps, seed, on_step=lambda step, value: advance(1))
@@ -102,7 +102,7 @@ def publish(
     """Store a model folder as a checkpoint manifest and print its CID."""
     from protocol.accounts import load_signer
     from protocol.artifacts.backends import open_store, relay_urls
-    from protocol.model import publish as publish_model
+    from protocol.ml.model import publish as publish_model
 
     signer = load_signer(account) if to and relay_urls(to) else None
     cid = publish_model(folder, open_store(to, signer))
@@ -123,8 +123,8 @@ def eval_(
 ) -> None:
     """Report held-out accuracy of a model on an environment."""
     from protocol.artifacts.backends import open_store
-    from protocol.evaluation import evaluate
-    from protocol.model import checked_device, load_model
+    from protocol.ml.evaluation import evaluate
+    from protocol.ml.model import checked_device, load_model
 
     spec = _spec(env)
     if problems is not None and problems < 1:

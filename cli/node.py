@@ -32,8 +32,8 @@ def run(
     from node.adversary import adversary_of
     from node.runner import NodeOptions, TrainerNode
     from protocol.artifacts.backends import open_store
-    from protocol.model import checked_device
-    from protocol.reporter import Reporter
+    from protocol.ml.model import checked_device
+    from protocol.runtime.reporter import Reporter
 
     if rounds is not None and rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, got {rounds}")

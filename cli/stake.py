@@ -6,7 +6,7 @@ import typer
 
 from cli.context import address_of, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stdout
-from protocol.client import Role
+from protocol.chain.client import Role
 from protocol.errors import ConfigError
 from protocol.values import format_tokens, from_wei
 

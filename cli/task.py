@@ -12,11 +12,12 @@ from rich.table import Table
 
 from cli.context import CliContext, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
-from protocol.cid import cid_of_bytes, keep_local_copy
-from protocol.client import Crucible
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.artifacts.store import keep_local_copy
+from protocol.chain.client import Crucible
+from protocol.chain.ids import decode_submission_id
+from protocol.chain.params import BPS, PPM, TaskParams, least_deterrent_slash, max_submission_reward
 from protocol.errors import ConfigError
-from protocol.ids import decode_submission_id
-from protocol.params import BPS, PPM, TaskParams, least_deterrent_slash, max_submission_reward
 from protocol.values import checked_cid, format_tokens, from_wei
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, show and refund tasks.")
@@ -35,7 +36,7 @@ def _fraction(value: float, name: str, scale: int, allow_zero: bool = True) -> i
 def _env_cid(env: str) -> str:
     path = Path(env)
     if path.exists():
-        from protocol.envs.spec import parse_spec
+        from protocol.ml.envs.spec import parse_spec
 
         data = path.read_bytes()
         parse_spec(data, str(path))

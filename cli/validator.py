@@ -27,8 +27,8 @@ def run(
 ) -> None:
     """Validate a task: check assigned submissions, attest with evidence, aggregate, vote on disputes, claim."""
     from protocol.artifacts.backends import open_store
-    from protocol.model import checked_device
-    from protocol.reporter import Reporter
+    from protocol.ml.model import checked_device
+    from protocol.runtime.reporter import Reporter
     from validator.runner import Validator, ValidatorOptions
 
     if rounds is not None and rounds < 1:

@@ -24,21 +24,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from protocol import devnet
+from auditor.audit import Auditor
+from auditor.index import EventIndex
+from auditor.money import market_balance_check, money_check
+from node.adversary import ADVERSARIES
 from protocol.accounts import Signer, load_signer
 from protocol.artifacts.store import LocalStore
-from protocol.chain import Chain
-from protocol.client import Crucible, Role
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import DEVNET_UNBONDING_S, deploy
+from protocol.chain.ids import submission_id
+from protocol.chain.params import PPM, demo_task_params
 from protocol.config import devnet_settings
-from protocol.deployment import DEVNET_UNBONDING_S, deploy
-from protocol.envs.spec import MAX_SAMPLES, default_spec
 from protocol.errors import ConfigError, CrucibleError
-from protocol.ids import submission_id
-from protocol.params import PPM, demo_task_params
+from protocol.ml.envs.spec import MAX_SAMPLES, default_spec
 from protocol.values import from_wei
+from protocol.work.rollouts import parse_rollouts
 
 if TYPE_CHECKING:
-    from validator.audit import RoundAudit
+    from auditor.report import RoundAudit
 
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 TOKEN = 10**18
@@ -65,7 +70,6 @@ class DemoOptions:
 
     def check(self) -> None:
         """Refuses options that cannot make a demo, naming the first problem."""
-        from node.adversary import ADVERSARIES
 
         if not 1 <= self.rounds <= 50:
             raise ConfigError(f"--rounds must be 1 to 50, got {self.rounds}")
@@ -340,7 +344,6 @@ class Demo:
     def _rollout_reward(audit: RoundAudit, store: LocalStore) -> float | None:
         """Mean reward of the round's accepted rollouts: the checkpoint's policy on thousands of training
         prompts (RL's own objective, a far smaller error than the held-out set's 200 problems)."""
-        from protocol.rollouts import parse_rollouts
 
         rewards = [
             sample.reward
@@ -353,8 +356,6 @@ class Demo:
     def _summary(
         self, crucible: Crucible, home: Path, store: LocalStore, task_id: int, people: list[Participant], refund: int
     ) -> dict[str, Any]:
-        from validator.audit import Auditor, market_balance_check, money_check
-        from validator.index import EventIndex
 
         index = EventIndex(crucible, home / "index.sqlite")
         try:

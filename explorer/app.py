@@ -20,13 +20,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from auditor.audit import Auditor
+from auditor.index import EventIndex
 from explorer.charts import line_chart
 from explorer.views import BadInput, NotFound, Views, parse_address, parse_cid, parse_submission
 from protocol.artifacts.store import Store
-from protocol.client import Crucible
+from protocol.chain.client import Crucible
 from protocol.errors import CrucibleError
-from validator.audit import Auditor
-from validator.index import EventIndex
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_ID = 2**64

@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from auditor.audit import Auditor
+from auditor.money import CREDIT_KINDS, money_check
+from protocol.chain.ids import decode_submission_id, parse_submission_id
 from protocol.errors import ConfigError, CrucibleError
-from protocol.ids import decode_submission_id, parse_submission_id
 from protocol.values import checked_address, checked_cid, format_tokens
-from validator.audit import CREDIT_KINDS, Auditor, money_check
-from validator.evidence import parse_evidence
+from protocol.work.evidence import parse_evidence
 
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000

@@ -1,1 +1,2 @@
-"""The trainer node (rollouts with proofs, local updates, submissions): built by its own issue."""
+"""The trainer node: rollouts with TOPLOC proofs, the local update, publication by CID and the
+on-chain commitment, round after round; red-team adversaries for tests and demos."""

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from eth_utils import keccak
 
-from protocol.envs.spec import EnvSpec
 from protocol.errors import ConfigError
-from protocol.generation import Generated, generate
-from protocol.inference import prefill
-from protocol.model import LoadedModel
-from protocol.rollouts import RolloutFile
-from protocol.tokenizer import completion_text, prompt_ids
-from protocol.work import RoundContext, Slot
+from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.generation import Generated, generate
+from protocol.ml.inference import prefill
+from protocol.ml.model import LoadedModel
+from protocol.ml.tokenizer import completion_text, prompt_ids
+from protocol.work.rollouts import RolloutFile
+from protocol.work.round import RoundContext, Slot
 
 if TYPE_CHECKING:
     import torch

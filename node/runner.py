@@ -10,18 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from node.adversary import Adversary, Prepared
-from node.journal import Journal, RoundRecord, Status
 from node.work import Progress, RoundWork, produce_work
 from protocol.accounts import Signer
+from protocol.artifacts.manifest import save_state_dict
 from protocol.artifacts.store import LocalStore, Store
-from protocol.client import Crucible, Role
-from protocol.envs.spec import EnvSpec, parse_spec
+from protocol.chain.client import Crucible, Role
+from protocol.chain.ids import submission_id
 from protocol.errors import ConfigError, ContractRevert
-from protocol.ids import submission_id
-from protocol.model import LoadedModel, load_checkpoint
-from protocol.participant import DEVNET_CHAIN_ID, Participant
-from protocol.reporter import Reporter
-from protocol.work import RoundContext
+from protocol.ml.envs.spec import EnvSpec, parse_spec
+from protocol.ml.model import LoadedModel, load_checkpoint
+from protocol.runtime.journal import Journal, RoundRecord, Status
+from protocol.runtime.participant import DEVNET_CHAIN_ID, Participant
+from protocol.runtime.reporter import Reporter
+from protocol.work.round import RoundContext
 
 
 @dataclass
@@ -236,7 +237,6 @@ class TrainerNode(Participant):
 
     def _publish(self, work: RoundWork, checkpoint_cid: str) -> Prepared:
         """Stores the rollout file and the update manifest (a withholding node computes CIDs only)."""
-        from protocol.artifacts.manifest import save_state_dict
 
         withhold = self.options.adversary is not None and not self.options.adversary.stores_artifacts
         with tempfile.TemporaryDirectory(prefix="crucible-withheld-") as scratch:

@@ -6,14 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from protocol.envs.spec import EnvSpec
-from protocol.generation import Generated, generate
-from protocol.model import LoadedModel
-from protocol.proofs import build_proofs
-from protocol.rollouts import RolloutFile, Sample, encode_proofs
-from protocol.tokenizer import completion_text, prompt_ids
-from protocol.training import grpo_update
-from protocol.work import RoundContext, Slot, assigned_slots, training_sequences
+from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.generation import Generated, generate
+from protocol.ml.model import LoadedModel
+from protocol.ml.proofs import build_proofs
+from protocol.ml.tokenizer import completion_text, prompt_ids
+from protocol.ml.training import grpo_update
+from protocol.work.rollouts import RolloutFile, Sample, encode_proofs
+from protocol.work.round import RoundContext, Slot, assigned_slots, training_sequences
 
 if TYPE_CHECKING:
     import torch

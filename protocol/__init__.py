@@ -1,1 +1,2 @@
-"""Crucible's shared core: chain layer, typed configuration and the formats every role uses."""
+"""Crucible's shared core, in layers that import only downwards: errors/config/values/files/accounts,
+then chain, artifacts, ml, work and runtime (see docs/architecture.md)."""

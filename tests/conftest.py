@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from helpers.devnet import BLOCK_TIME_S
 
-from protocol import devnet
 from protocol.accounts import Signer, load_signer
-from protocol.chain import Chain
-from protocol.client import Crucible
+from protocol.chain import devnet
+from protocol.chain.client import Crucible
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import Deployment, deploy
+from protocol.chain.devnet import AnvilNode
 from protocol.config import devnet_settings
-from protocol.deployment import Deployment, deploy
-from protocol.devnet import AnvilNode
 
 
 @pytest.fixture(autouse=True)

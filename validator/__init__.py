@@ -1,1 +1,2 @@
-"""The validator and auditor (spot-checks, attestations, disputes): built by their own issue."""
+"""The validator: duties read from the chain every pass, spot-checks with protocol.work.checks,
+attestations with evidence, checkpoint proposals, dispute votes and fees."""

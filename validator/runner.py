@@ -17,21 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from protocol.accounts import Signer
-from protocol.aggregation import publish_next_checkpoint
 from protocol.artifacts.manifest import load_state_dict
 from protocol.artifacts.store import Store
-from protocol.assignment import aggregator_indices, assigned_indices, is_sampled
-from protocol.client import Crucible, Role, SubmissionState
-from protocol.envs.spec import EnvSpec, parse_spec
+from protocol.chain.assignment import aggregator_indices, assigned_indices, is_sampled
+from protocol.chain.client import Crucible, Role, SubmissionState
+from protocol.chain.ids import submission_id
 from protocol.errors import ConfigError, CrucibleError, OwnFault
 from protocol.files import write_json_atomic
-from protocol.ids import submission_id
-from protocol.model import LoadedModel, load_checkpoint
-from protocol.participant import DEVNET_CHAIN_ID, Participant
-from protocol.reporter import Reporter
-from protocol.work import RoundContext
-from validator.checks import CheckResult, Claim, Verdict, claim_of, stored_artifacts, verify_submission
-from validator.evidence import evidence_bytes, evidence_document
+from protocol.ml.aggregation import publish_next_checkpoint
+from protocol.ml.envs.spec import EnvSpec, parse_spec
+from protocol.ml.model import LoadedModel, load_checkpoint
+from protocol.runtime.participant import DEVNET_CHAIN_ID, Participant
+from protocol.runtime.reporter import Reporter
+from protocol.work.checks import CheckResult, Claim, Verdict, claim_of, stored_artifacts, verify_submission
+from protocol.work.evidence import evidence_bytes, evidence_document
+from protocol.work.round import RoundContext
 
 # Red-team validators for devnets: they attest without checking.
 ADVERSARIES = {

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from protocol.accounts import Signer
+from protocol.artifacts.fetch import RelayStore
+from protocol.artifacts.kubo import KuboStore
 from protocol.artifacts.store import LocalStore, Store
 from protocol.config import crucible_home
 from protocol.errors import ConfigError
@@ -35,12 +37,8 @@ def open_store(text: str | None, signer: Signer | None = None) -> Store:
         api = text.removeprefix("kubo:")
         if not api.startswith(("http://", "https://")):
             raise ConfigError(f"{text!r}: kubo: takes the node's RPC API URL, e.g. kubo:http://127.0.0.1:5001")
-        from protocol.artifacts.kubo import KuboStore
-
         return KuboStore(api)
     relays = relay_urls(text)
     if relays is None:
         return LocalStore(Path(text))
-    from protocol.artifacts.client import RelayStore
-
     return RelayStore(relays, default_store(), signer)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
+from protocol.artifacts.cid import cid_of_bytes, verify_bytes
 from protocol.artifacts.store import safe_cid
-from protocol.cid import cid_of_bytes, verify_bytes
 from protocol.errors import ArtifactError, OwnFault, SourcesUnreachable
 
 

@@ -28,18 +28,12 @@ from eth_account.messages import encode_defunct
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from protocol.artifacts.cid import CidVerifier
+from protocol.artifacts.fetch import Fetcher
 from protocol.artifacts.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from protocol.artifacts.store import LocalStore, safe_cid
-from protocol.cid import CidVerifier
+from protocol.artifacts.upload import MAX_EXPIRY_AHEAD_S, UPLOAD_HEADERS, upload_message
 from protocol.errors import ArtifactError, ConfigError
-
-MAX_EXPIRY_AHEAD_S = 3600
-UPLOAD_HEADERS = ("x-crucible-address", "x-crucible-expiry", "x-crucible-signature")
-
-
-def upload_message(cid: str, size: int, expiry: int) -> str:
-    """The text an uploader signs."""
-    return f"crucible-upload:{cid}:{size}:{expiry}"
 
 
 @dataclass
@@ -164,8 +158,6 @@ class Relay:
     def follow_forever(self, origin: str) -> None:
         """Polls `origin` for announcements and mirrors every manifest with its shards."""
         import httpx
-
-        from protocol.artifacts.client import Fetcher
 
         # Each relay mirrors shards in its own order (seeded by its store's path), so relays that
         # follow one origin hold different shards early and clients can spread over them.
@@ -298,27 +290,3 @@ def create_app(settings: RelaySettings) -> FastAPI:
         return {"manifests": listed, "next": after + len(listed)}
 
     return app
-
-
-def chain_stake_check(rpc_url: str, deployment_path: Path, min_stake_wei: int) -> Callable[[str], bool]:
-    """A stake check against StakeManager: staked plus unbonding at least `min_stake_wei`. A yes is
-    cached for 30 s, a no for 2 s (so a newly staked address is admitted soon)."""
-    from protocol.chain import Chain
-    from protocol.client import Crucible
-    from protocol.deployment import Deployment
-
-    crucible = Crucible(Chain(rpc_url), Deployment.load(deployment_path))
-    cache: dict[str, tuple[float, bool]] = {}
-
-    def check(address: str) -> bool:
-        now = time.monotonic()
-        if address in cache:
-            checked_at, result = cache[address]
-            if now - checked_at < (30 if result else 2):
-                return result
-        account = crucible.stake_account(address)
-        result = account.staked + account.unbonding >= max(min_stake_wei, 1)
-        cache[address] = (now, result)
-        return result
-
-    return check

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from protocol.cid import CHUNK_BYTES, CidVerifier, _hasher
+from protocol.artifacts.cid import CHUNK_BYTES, CidVerifier, _hasher
+from protocol.config import crucible_home
 from protocol.errors import ArtifactError, ConfigError, LocalCopyDamaged, OwnFault
 from protocol.values import checked_cid
 
@@ -207,3 +208,12 @@ class _Temporary:
         self.path.unlink(missing_ok=True)
         if isinstance(error, OSError) and error.errno in DISK_ERRORS:
             raise OwnFault(f"cannot write to the local store {self.root}: {error.strerror}") from None
+
+
+def keep_local_copy(data: bytes, cid: str) -> Path:
+    """Stores bytes in the default local store (the state folder's `store/`) and returns the path."""
+    store = LocalStore(crucible_home() / "store")
+    stored = store.put(data)
+    if stored != cid:
+        raise ConfigError(f"internal: bytes hash to {stored}, not {cid}")
+    return store.path_for(cid)

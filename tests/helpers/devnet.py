@@ -8,14 +8,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol import devnet
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore
-from protocol.chain import Chain
-from protocol.client import Crucible
-from protocol.deployment import Deployment
-from protocol.envs.spec import EnvSpec, default_spec
-from protocol.params import TaskParams, demo_task_params
+from protocol.chain import devnet
+from protocol.chain.client import Crucible
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import Deployment
+from protocol.chain.params import TaskParams, demo_task_params
+from protocol.ml.envs.spec import EnvSpec, default_spec
 
 TOKEN = 10**18
 LONG_S = 3600  # windows the test ends by warping the clock, never by waiting
@@ -74,7 +74,7 @@ def fix_check_seed_where(
 
 
 def warp(crucible: Crucible, timestamp: int) -> None:
-    from protocol import devnet
+    from protocol.chain import devnet
 
     devnet.warp_to(crucible.chain, timestamp)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from protocol import devnet
+from protocol.chain import devnet
 
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.cid import cid_of_file
+from protocol.artifacts.cid import cid_of_file
 
 pytestmark = pytest.mark.integration
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")

@@ -18,11 +18,11 @@ import httpx
 import pytest
 from helpers.devnet import TOKEN, create_small_task, credits, fix_check_seed_where, funded_account, warp
 
+from auditor.index import EventIndex, default_index_path
 from protocol.accounts import Signer
-from protocol.client import Crucible, Role
-from protocol.deployment import Deployment
-from protocol.ids import submission_id
-from validator.index import EventIndex, default_index_path
+from protocol.chain.client import Crucible, Role
+from protocol.chain.deployment import Deployment
+from protocol.chain.ids import submission_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")

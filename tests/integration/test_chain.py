@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from helpers.devnet import manual_mining
 
-from protocol import devnet
 from protocol.accounts import Signer
-from protocol.chain import Chain
-from protocol.client import Crucible, Role
-from protocol.devnet import AnvilNode
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.devnet import AnvilNode
 from protocol.errors import ChainError, ContractRevert
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol import devnet
-from protocol.chain import Chain
+from protocol.chain import devnet
+from protocol.chain.connection import Chain
 from protocol.config import devnet_settings
 
 pytestmark = pytest.mark.integration
@@ -188,9 +188,9 @@ def test_deploy_to_a_chain_by_rpc(net: Devnet, tmp_path: Path) -> None:
 
 def test_refund_after_the_task_ends(net: Devnet) -> None:
     from protocol.accounts import load_signer
-    from protocol.chain import Chain
-    from protocol.client import Crucible
-    from protocol.deployment import Deployment
+    from protocol.chain.client import Crucible
+    from protocol.chain.connection import Chain
+    from protocol.chain.deployment import Deployment
 
     created = net.run(
         "task", "create", "--model", MODEL_CID, "--env", MODEL_CID, "--bounty", "30", "--rounds", "1",

@@ -21,14 +21,14 @@ from helpers.devnet import BLOCK_TIME_S, TOKEN, create_small_task, funded_accoun
 from helpers.proxy import TcpProxy
 from helpers.relays import RelayProcess
 
-from protocol import devnet
 from protocol.accounts import Signer
-from protocol.artifacts.client import upload
+from protocol.artifacts.fetch import upload
 from protocol.artifacts.store import LocalStore
-from protocol.chain import Chain
-from protocol.client import Crucible, Role
-from protocol.deployment import deploy
-from protocol.ids import submission_id
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import deploy
+from protocol.chain.ids import submission_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")

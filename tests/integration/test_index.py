@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from auditor.index import EventIndex
 from protocol.accounts import Signer
-from protocol.client import Crucible, Role
-from validator.index import EventIndex
+from protocol.chain.client import Crucible, Role
 
 pytestmark = pytest.mark.integration
 TOKEN = 10**18

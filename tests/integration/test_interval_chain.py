@@ -13,8 +13,8 @@ from helpers.devnet import TOKEN, create_small_task, credits, funded_account, wa
 from test_faults import refund_and_balance
 
 from protocol.accounts import Signer
-from protocol.client import Crucible, Role
-from protocol.ids import submission_id
+from protocol.chain.client import Crucible, Role
+from protocol.chain.ids import submission_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import devnet
 from protocol.accounts import Signer
-from protocol.cid import cid_of_bytes
-from protocol.client import Crucible, Role
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.ids import commitment, decode_submission_id, submission_id
+from protocol.chain.params import demo_task_params
 from protocol.errors import ContractRevert
-from protocol.ids import commitment, decode_submission_id, submission_id
-from protocol.params import demo_task_params
 
 pytestmark = pytest.mark.integration
 TOKEN = 10**18

@@ -12,23 +12,23 @@ from typing import IO, Any
 
 import pytest
 
-from protocol import devnet
 from protocol.accounts import Signer
 from protocol.artifacts.manifest import load_manifest, load_state_dict
 from protocol.artifacts.store import LocalStore
-from protocol.chain import Chain
-from protocol.client import Crucible, Role
-from protocol.deployment import Deployment
-from protocol.envs.spec import EnvSpec, default_spec
-from protocol.ids import commitment
-from protocol.inference import prefill
-from protocol.model import load_checkpoint
-from protocol.params import demo_task_params
-from protocol.proofs import verify_proofs
-from protocol.rollouts import parse_rollouts
-from protocol.sampling import replay
-from protocol.tokenizer import completion_text
-from protocol.work import RoundContext, assigned_slots
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import Deployment
+from protocol.chain.ids import commitment
+from protocol.chain.params import demo_task_params
+from protocol.ml.envs.spec import EnvSpec, default_spec
+from protocol.ml.inference import prefill
+from protocol.ml.model import load_checkpoint
+from protocol.ml.proofs import verify_proofs
+from protocol.ml.sampling import replay
+from protocol.ml.tokenizer import completion_text
+from protocol.work.rollouts import parse_rollouts
+from protocol.work.round import RoundContext, assigned_slots
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")

@@ -13,16 +13,16 @@ from typing import IO, Any
 
 import pytest
 
-from protocol import devnet
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore
-from protocol.chain import Chain
-from protocol.client import Crucible, Role
+from protocol.chain import devnet
+from protocol.chain.client import Crucible, Role
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import deploy
+from protocol.chain.devnet import foundry_binary, free_port, wait_for_rpc
+from protocol.chain.params import demo_task_params
 from protocol.config import devnet_settings
-from protocol.deployment import deploy
-from protocol.devnet import foundry_binary, free_port, wait_for_rpc
-from protocol.envs.spec import default_spec
-from protocol.params import demo_task_params
+from protocol.ml.envs.spec import default_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")

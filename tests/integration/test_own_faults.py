@@ -17,13 +17,13 @@ from helpers.devnet import warp
 from helpers.relays import RelayProcess
 from test_faults import CRUCIBLE, finish_round, one_on_one, refund_and_balance, settled_once_and_balanced
 
-from protocol import devnet
 from protocol.accounts import Signer
-from protocol.artifacts.client import upload
+from protocol.artifacts.fetch import upload
 from protocol.artifacts.manifest import parse_manifest
 from protocol.artifacts.store import LocalStore
-from protocol.client import Crucible
-from protocol.ids import submission_id
+from protocol.chain import devnet
+from protocol.chain.client import Crucible
+from protocol.chain.ids import submission_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -18,13 +18,13 @@ import torch
 from eth_account.messages import encode_defunct
 from helpers.relays import RelayProcess
 
-from protocol import devnet
 from protocol.accounts import load_signer
-from protocol.artifacts.client import Fetcher, RelayStore, upload
+from protocol.artifacts.cid import cid_of_bytes, cid_of_file
+from protocol.artifacts.fetch import Fetcher, RelayStore, upload
 from protocol.artifacts.manifest import load_state_dict, save_state_dict
-from protocol.artifacts.relay import upload_message
 from protocol.artifacts.store import LocalStore
-from protocol.cid import cid_of_bytes, cid_of_file
+from protocol.artifacts.upload import upload_message
+from protocol.chain import devnet
 from protocol.errors import ArtifactError
 
 pytestmark = pytest.mark.integration
@@ -115,10 +115,10 @@ def test_bad_requests_are_refused_and_nothing_stored(relays: Callable[..., Relay
 def test_uploads_need_stake_when_configured(
     relays: Callable[..., RelayProcess], tmp_path: Path, anvil: devnet.AnvilNode
 ) -> None:
-    from protocol.chain import Chain
-    from protocol.client import Crucible, Role
+    from protocol.chain.client import Crucible, Role
+    from protocol.chain.connection import Chain
+    from protocol.chain.deployment import deploy
     from protocol.config import devnet_settings
-    from protocol.deployment import deploy
 
     chain = Chain(anvil.rpc_url)
     deployment = deploy(

@@ -16,11 +16,11 @@ from helpers.proxy import NoTraceRpc
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore
-from protocol.chain import Chain
-from protocol.client import Crucible
+from protocol.chain.client import Crucible
+from protocol.chain.connection import Chain
 from protocol.errors import OutOfGas
-from protocol.participant import Participant
-from protocol.reporter import Reporter
+from protocol.runtime.participant import Participant
+from protocol.runtime.reporter import Reporter
 
 pytestmark = pytest.mark.integration
 

@@ -20,23 +20,23 @@ import pytest
 from helpers.devnet import TOKEN, create_small_task, credits, fix_check_seed_where, funded_account, warp
 
 from protocol.accounts import Signer
-from protocol.aggregation import publish_next_checkpoint
 from protocol.artifacts.manifest import load_state_dict
 from protocol.artifacts.store import LocalStore
-from protocol.assignment import (
+from protocol.chain.assignment import (
     aggregator_indices,
     assigned_indices,
     committee_indices,
     dispute_seed,
     is_sampled,
 )
-from protocol.client import Crucible, Role
-from protocol.deployment import Deployment
-from protocol.envs.spec import default_spec
-from protocol.ids import submission_id
-from protocol.model import load_checkpoint
-from protocol.params import demo_task_params
-from validator.evidence import parse_evidence
+from protocol.chain.client import Crucible, Role
+from protocol.chain.deployment import Deployment
+from protocol.chain.ids import submission_id
+from protocol.chain.params import demo_task_params
+from protocol.ml.aggregation import publish_next_checkpoint
+from protocol.ml.envs.spec import default_spec
+from protocol.ml.model import load_checkpoint
+from protocol.work.evidence import parse_evidence
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # The check that must reject each trainer adversary (low-precision: whichever of the two sees it first).

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.cid import cid_of_bytes
-from protocol.envs.spec import EnvSpec, default_spec
-from protocol.model import LoadedModel, create_model
-from protocol.tokenizer import CharTokenizer
-from protocol.training import supervised_warmup
-from protocol.work import RoundContext
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.ml.envs.spec import EnvSpec, default_spec
+from protocol.ml.model import LoadedModel, create_model
+from protocol.ml.tokenizer import CharTokenizer
+from protocol.ml.training import supervised_warmup
+from protocol.work.round import RoundContext
 
 
 @pytest.fixture(scope="session")

@@ -6,11 +6,13 @@ import re
 
 import pytest
 
+from auditor.audit import Auditor
+from auditor.index import plain
+from auditor.money import MoneyCheck
+from auditor.report import SubmissionAudit, Vote
 from explorer.charts import line_chart
 from explorer.views import BadInput, NotFound, paginate, parse_address, parse_cid, parse_submission
-from validator.audit import Auditor, MoneyCheck, SubmissionAudit, Vote
-from validator.checks import CheckResult, Verdict
-from validator.index import plain
+from protocol.work.checks import CheckResult, Verdict
 
 VALID = Verdict([CheckResult("availability", True), CheckResult("update", True)])
 INVALID = Verdict([CheckResult("availability", True), CheckResult("rewards", False, reason="8 rewards differ")])

@@ -10,15 +10,15 @@ import torch
 
 from node.adversary import adversary_of
 from node.work import RoundWork, produce_work
-from protocol.assignment import aggregator_indices, assigned_indices, committee_indices, draw, is_sampled
-from protocol.cid import cid_of_bytes
-from protocol.envs.spec import EnvSpec
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.chain.assignment import aggregator_indices, assigned_indices, committee_indices, draw, is_sampled
+from protocol.chain.ids import commitment
 from protocol.errors import ArtifactError
-from protocol.ids import commitment
-from protocol.model import LoadedModel
-from protocol.work import RoundContext
-from validator.checks import Artifacts, Claim, Verdict, relative_errors, verify_submission
-from validator.evidence import evidence_bytes, evidence_document, parse_evidence
+from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.model import LoadedModel
+from protocol.work.checks import Artifacts, Claim, Verdict, relative_errors, verify_submission
+from protocol.work.evidence import evidence_bytes, evidence_document, parse_evidence
+from protocol.work.round import RoundContext
 
 OTHER_NODE = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
 
@@ -170,7 +170,7 @@ def test_draws_are_distinct_bounded_and_exclude_what_they_must() -> None:
 
 
 def test_replaying_many_completions_at_once_equals_one_by_one(spec: EnvSpec) -> None:
-    from protocol.sampling import replay, replay_many
+    from protocol.ml.sampling import replay, replay_many
 
     generator = torch.Generator().manual_seed(3)
     logits = [torch.randn(n, 47, generator=generator) for n in (3, 1, 5)]
@@ -190,7 +190,7 @@ def test_hostile_proofs_and_token_ids_fail_checks_instead_of_killing_the_validat
     import base64
 
     from protocol.errors import VerificationError
-    from protocol.proofs import verify_proofs
+    from protocol.ml.proofs import verify_proofs
 
     work = produce_work(tiny, spec, context)
     # toploc's verifier divides by a proof's modulus: a zero one kills the process with SIGFPE.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.cid import CidVerifier, cid_of_bytes, cid_of_file, verify_bytes
+from protocol.artifacts.cid import CidVerifier, cid_of_bytes, cid_of_file, verify_bytes
 
 KIB = 1024
 SIZES = [0, 1, 256 * KIB, 256 * KIB + 1, 3 * 1024 * KIB + 7, 100 * 1024 * KIB]

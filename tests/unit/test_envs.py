@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from protocol.envs.registry import environment_of
-from protocol.envs.spec import default_spec, parse_spec
 from protocol.errors import ConfigError
-from protocol.seeds import SeedStream, label_seed, prompt_seed, sample_seed
-from protocol.tokenizer import CharTokenizer, completion_text, prompt_ids
+from protocol.ml.envs.registry import environment_of
+from protocol.ml.envs.spec import default_spec, parse_spec
+from protocol.ml.seeds import SeedStream, label_seed, prompt_seed, sample_seed
+from protocol.ml.tokenizer import CharTokenizer, completion_text, prompt_ids
 
 NODE = "0x" + "ab" * 20
 

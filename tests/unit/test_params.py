@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from protocol.params import TaskParams, demo_task_params, deters, least_deterrent_slash, max_submission_reward
+from protocol.chain.params import TaskParams, demo_task_params, deters, least_deterrent_slash, max_submission_reward
 
 TOKEN = 10**18
 

@@ -8,15 +8,15 @@ import pytest
 import toploc
 import torch
 
-from protocol.envs.spec import EnvSpec, SamplingSettings
-from protocol.generation import generate
-from protocol.inference import prefill
-from protocol.model import LoadedModel, create_model
-from protocol.proofs import build_proofs, chunk_count, verify_proofs
-from protocol.sampling import _MASK32, _MULTIPLIER, _SALT, gumbel_noise, replay, sample, seed_words
-from protocol.seeds import label_seed, prompt_seed, sample_seed
-from protocol.tokenizer import prompt_ids
-from protocol.training import TrainingSequence, group_advantages, grpo_update
+from protocol.ml.envs.spec import EnvSpec, SamplingSettings
+from protocol.ml.generation import generate
+from protocol.ml.inference import prefill
+from protocol.ml.model import LoadedModel, create_model
+from protocol.ml.proofs import build_proofs, chunk_count, verify_proofs
+from protocol.ml.sampling import _MASK32, _MULTIPLIER, _SALT, gumbel_noise, replay, sample, seed_words
+from protocol.ml.seeds import label_seed, prompt_seed, sample_seed
+from protocol.ml.tokenizer import prompt_ids
+from protocol.ml.training import TrainingSequence, group_advantages, grpo_update
 
 NODE = "0x" + "ab" * 20
 

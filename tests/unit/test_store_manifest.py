@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.manifest import (
     load_hf_model,
     load_manifest,
@@ -14,7 +15,6 @@ from protocol.artifacts.manifest import (
     verify_manifest,
 )
 from protocol.artifacts.store import LocalStore
-from protocol.cid import cid_of_bytes
 from protocol.errors import ArtifactError, ConfigError
 
 
@@ -126,7 +126,7 @@ def test_two_processes_writing_one_cid_leave_one_correct_file(tmp_path: Path) ->
 
 def test_open_store_reads_a_folder_relay_urls_or_a_kubo_api(tmp_path: Path) -> None:
     from protocol.artifacts.backends import open_store
-    from protocol.artifacts.client import RelayStore
+    from protocol.artifacts.fetch import RelayStore
     from protocol.artifacts.kubo import KuboStore
 
     assert isinstance(open_store(str(tmp_path / "s")), LocalStore)

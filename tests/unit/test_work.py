@@ -10,14 +10,14 @@ import torch
 
 from node.adversary import ADVERSARIES, POISON_SCALE, Prepared, adversary_of
 from node.work import produce_work
-from protocol.envs.spec import EnvSpec
 from protocol.errors import ArtifactError, ConfigError
-from protocol.inference import prefill
-from protocol.model import LoadedModel
-from protocol.proofs import verify_proofs
-from protocol.rollouts import MAX_ROLLOUT_BYTES, RolloutFile, parse_rollouts
-from protocol.sampling import replay
-from protocol.work import RoundContext, assigned_slots
+from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.inference import prefill
+from protocol.ml.model import LoadedModel
+from protocol.ml.proofs import verify_proofs
+from protocol.ml.sampling import replay
+from protocol.work.rollouts import MAX_ROLLOUT_BYTES, RolloutFile, parse_rollouts
+from protocol.work.round import RoundContext, assigned_slots
 
 
 def _honest(tiny: LoadedModel, spec: EnvSpec, context: RoundContext) -> RolloutFile:

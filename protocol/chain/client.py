@@ -1,0 +1,427 @@
+"""Typed wrappers for every call and view of the deployed contracts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from eth_utils import keccak
+from web3.logs import DISCARD
+from web3.types import TxReceipt
+
+from protocol.accounts import Signer
+from protocol.chain.connection import Chain
+from protocol.chain.deployment import Deployment
+from protocol.chain.ids import submission_id
+from protocol.chain.params import TaskParams
+from protocol.errors import ChainError, ConfigError
+from protocol.values import checked_address, checked_cid, format_tokens
+
+MAX_UINT256 = 2**256 - 1
+
+
+class Role(IntEnum):
+    """`IStakeManager.Role`."""
+
+    NONE = 0
+    TRAINER = 1
+    VALIDATOR = 2
+
+
+@dataclass(frozen=True)
+class StakeAccount:
+    """`IStakeManager.Account`, in base units."""
+
+    staked: int
+    locked: int
+    role: Role
+    release_at: int
+    unbonding: int
+
+    @property
+    def free(self) -> int:
+        """Stake neither locked nor unbonding."""
+        return max(self.staked - self.locked, 0)
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """`ITaskMarket.Task`."""
+
+    creator: str
+    rounds: int
+    current_round: int
+    validators_per_check: int
+    sample_rate_ppm: int
+    validator_fee_bps: int
+    finder_share_bps: int
+    min_trainer_stake: int
+    max_work_units: int
+    submit_window_s: int
+    validate_window_s: int
+    challenge_window_s: int
+    ended: bool
+    bounty: int
+    pool: int
+    slash_amount: int
+    validator_slash: int
+    min_validator_stake: int
+    dispute_bond: int
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """`ITaskMarket.Round`."""
+
+    work_seed: bytes
+    check_seed: bytes
+    opened_at: int
+    submission_count: int
+    validator_count: int
+    open_disputes: int
+    checkpoint_epoch: int
+    finalised: bool
+    included_units: int
+    attest_count: int
+    checks_remaining: int
+    units_remaining: int
+    trainer_budget_remaining: int
+    fee_remaining: int
+    checkpoint: bytes
+    agreed_next: bytes
+
+
+@dataclass(frozen=True)
+class SubmissionState:
+    """`ITaskMarket.Submission`."""
+
+    work_units: int
+    voted_mask: int
+    invalid_mask: int
+    rejected: bool
+    disputed: bool
+    settled: bool
+
+
+@dataclass(frozen=True)
+class DisputeState:
+    """`ITaskMarket.Dispute`."""
+
+    disputer: str
+    bond: int
+    filed_block: int
+    deadline: int
+    voted_mask: int
+    valid_mask: int
+    claim_valid: bool
+    open: bool
+    upheld: bool
+    seed: bytes
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """A round's deadlines, as Unix timestamps."""
+
+    submit: int
+    validate: int
+    challenge: int
+
+
+class Crucible:
+    """The deployed token, stake manager and market of one chain."""
+
+    def __init__(self, chain: Chain, deployment: Deployment) -> None:
+        if deployment.chainId != chain.chain_id:
+            raise ChainError(
+                f"wrong chain: the deployment is for chain id {deployment.chainId}, the RPC serves {chain.chain_id}"
+            )
+        self.chain = chain
+        self.deployment = deployment
+        self.token = chain.contract("DevToken", deployment.Token)
+        self.stakes = chain.contract("StakeManager", deployment.StakeManager)
+        self.market = chain.contract("TaskMarket", deployment.TaskMarket)
+        self._decimals: int | None = None
+        self._symbol: str | None = None
+
+    # ------------------------------------------------------------ token
+
+    @property
+    def decimals(self) -> int:
+        """The token's decimals."""
+        if self._decimals is None:
+            self._decimals = int(self.chain.call(self.token.functions.decimals()))
+        return self._decimals
+
+    @property
+    def symbol(self) -> str:
+        """The token's symbol."""
+        if self._symbol is None:
+            self._symbol = str(self.chain.call(self.token.functions.symbol()))
+        return self._symbol
+
+    def balance_of(self, address: str) -> int:
+        """Token balance in base units."""
+        return int(self.chain.call(self.token.functions.balanceOf(checked_address(address))))
+
+    def allowance(self, owner: str, spender: str) -> int:
+        """Token allowance in base units."""
+        return int(self.chain.call(self.token.functions.allowance(owner, spender)))
+
+    def transfer(self, signer: Signer, to: str, amount_wei: int) -> TxReceipt:
+        """Sends tokens."""
+        return self.chain.transact(self.token.functions.transfer(checked_address(to), amount_wei), signer)
+
+    def ensure_allowance(self, signer: Signer, spender: str, amount_wei: int) -> None:
+        """Approves `spender` for `amount_wei` unless it may spend that much already."""
+        if self.allowance(signer.address, spender) < amount_wei:
+            self.chain.transact(self.token.functions.approve(spender, amount_wei), signer)
+
+    def require_balance(self, address: str, amount_wei: int, what: str) -> None:
+        """Raises ConfigError before anything is sent when `address` cannot pay `amount_wei`."""
+        balance = self.balance_of(address)
+        if balance < amount_wei:
+            raise ConfigError(
+                f"{what} of {format_tokens(amount_wei, self.decimals, self.symbol)} is over the balance of "
+                f"{address}: {format_tokens(balance, self.decimals, self.symbol)}"
+            )
+
+    # ------------------------------------------------------------ stake
+
+    def stake(self, signer: Signer, amount_wei: int, role: Role) -> TxReceipt:
+        """Stakes `amount_wei` for `role`, approving the stake manager first when needed."""
+        self.require_balance(signer.address, amount_wei, "stake")
+        self.ensure_allowance(signer, self.stakes.address, amount_wei)
+        return self.chain.transact(self.stakes.functions.stake(amount_wei, int(role)), signer)
+
+    def request_unstake(self, signer: Signer, amount_wei: int) -> TxReceipt:
+        """Moves unlocked stake to unbonding."""
+        return self.chain.transact(self.stakes.functions.requestUnstake(amount_wei), signer)
+
+    def withdraw(self, signer: Signer) -> TxReceipt:
+        """Withdraws unbonded stake."""
+        return self.chain.transact(self.stakes.functions.withdraw(), signer)
+
+    def stake_account(self, address: str) -> StakeAccount:
+        """The stake account of `address`."""
+        value = self.chain.call(self.stakes.functions.accountOf(checked_address(address)))
+        return StakeAccount(value[0], value[1], Role(value[2]), value[3], value[4])
+
+    # ------------------------------------------------------------ tasks
+
+    def create_task(self, signer: Signer, params: TaskParams, model_cid: str, env_cid: str) -> int:
+        """Creates a task escrowing the bounty (approving it first); returns the task id."""
+        checked_cid(model_cid, "model CID")
+        checked_cid(env_cid, "environment CID")
+        self.require_balance(signer.address, params.bounty_wei, "bounty")
+        self.ensure_allowance(signer, self.market.address, params.bounty_wei)
+        function = self.market.functions.createTask(params.as_contract_tuple(), model_cid, env_cid)
+        receipt = self.chain.transact(function, signer)
+        (event,) = self.market.events.TaskCreated().process_receipt(receipt, errors=DISCARD)
+        return int(event["args"]["taskId"])
+
+    def join_task(self, signer: Signer, task_id: int) -> TxReceipt:
+        """Joins a task as a validator."""
+        return self.chain.transact(self.market.functions.joinTask(task_id), signer)
+
+    def leave_task(self, signer: Signer, task_id: int) -> TxReceipt:
+        """Leaves an ended task."""
+        return self.chain.transact(self.market.functions.leaveTask(task_id), signer)
+
+    def submit_work(
+        self,
+        signer: Signer,
+        task_id: int,
+        round_index: int,
+        rollout_cid: str,
+        update_cid: str,
+        work_units: int,
+        proofs_digest: bytes,
+    ) -> int:
+        """Submits a round's work; returns the submission id."""
+        checked_cid(rollout_cid, "rollout CID")
+        checked_cid(update_cid, "update CID")
+        function = self.market.functions.submitWork(
+            task_id, round_index, rollout_cid, update_cid, work_units, proofs_digest
+        )
+        self.chain.transact(function, signer)
+        return submission_id(task_id, round_index, signer.address)
+
+    def fix_check_seed(self, signer: Signer, task_id: int) -> TxReceipt:
+        """Fixes the current round's check seed."""
+        return self.chain.transact(self.market.functions.fixCheckSeed(task_id), signer)
+
+    def attest(self, signer: Signer, submission: int, valid: bool, evidence_cid: str) -> TxReceipt:
+        """Attests an assigned submission."""
+        checked_cid(evidence_cid, "evidence CID")
+        return self.chain.transact(self.market.functions.attest(submission, valid, evidence_cid), signer)
+
+    def dispute(self, signer: Signer, submission: int) -> TxReceipt:
+        """Disputes a submission's outcome, paying the task's bond (approved first)."""
+        task_id = submission >> 192
+        bond = self.task(task_id).dispute_bond
+        self.require_balance(signer.address, bond, "dispute bond")
+        self.ensure_allowance(signer, self.market.address, bond)
+        return self.chain.transact(self.market.functions.dispute(submission), signer)
+
+    def vote_dispute(self, signer: Signer, submission: int, valid: bool, evidence_cid: str) -> TxReceipt:
+        """Votes as a dispute committee member."""
+        checked_cid(evidence_cid, "evidence CID")
+        return self.chain.transact(self.market.functions.voteDispute(submission, valid, evidence_cid), signer)
+
+    def resolve_dispute(self, signer: Signer, submission: int) -> TxReceipt:
+        """Resolves a dispute."""
+        return self.chain.transact(self.market.functions.resolveDispute(submission), signer)
+
+    def propose_checkpoint(self, signer: Signer, task_id: int, round_index: int, checkpoint_cid: str) -> TxReceipt:
+        """Proposes the round's next checkpoint as an aggregator."""
+        checked_cid(checkpoint_cid, "checkpoint CID")
+        function = self.market.functions.proposeCheckpoint(task_id, round_index, checkpoint_cid)
+        return self.chain.transact(function, signer)
+
+    def finalise_round(self, signer: Signer, task_id: int) -> TxReceipt:
+        """Finalises the task's current round."""
+        return self.chain.transact(self.market.functions.finaliseRound(task_id), signer)
+
+    def settle(self, signer: Signer, submission: int) -> TxReceipt:
+        """Settles a submission of a finalised round."""
+        return self.chain.transact(self.market.functions.settle(submission), signer)
+
+    def claim(self, signer: Signer) -> int:
+        """Withdraws the caller's credits; returns the amount."""
+        amount = self.credit_of(signer.address)
+        self.chain.transact(self.market.functions.claim(), signer)
+        return amount
+
+    def refund(self, signer: Signer, task_id: int) -> int:
+        """The creator takes back what the ended task did not pay; returns the amount."""
+        amount = self.task(task_id).pool
+        self.chain.transact(self.market.functions.refund(task_id), signer)
+        return amount
+
+    # ------------------------------------------------------------ views
+
+    def task_count(self) -> int:
+        """Number of tasks."""
+        return int(self.chain.call(self.market.functions.taskCount()))
+
+    def task(self, task_id: int) -> TaskState:
+        """A task's state; ConfigError when it does not exist."""
+        value = self.chain.call(self.market.functions.getTask(task_id))
+        if int(value[0], 16) == 0:
+            raise ConfigError(f"unknown task {task_id}: there are {self.task_count()} tasks")
+        return TaskState(*value)
+
+    def round(self, task_id: int, round_index: int) -> RoundState:
+        """A round's state."""
+        return RoundState(*self.chain.call(self.market.functions.getRound(task_id, round_index)))
+
+    def submission(self, submission: int) -> SubmissionState:
+        """A submission's state."""
+        return SubmissionState(*self.chain.call(self.market.functions.getSubmission(submission)))
+
+    def dispute_state(self, submission: int) -> DisputeState:
+        """A dispute's state."""
+        return DisputeState(*self.chain.call(self.market.functions.getDispute(submission)))
+
+    def deadlines(self, task_id: int, round_index: int) -> Deadlines:
+        """A round's deadlines."""
+        return Deadlines(*self.chain.call(self.market.functions.deadlinesOf(task_id, round_index)))
+
+    def is_sampled(self, submission: int) -> bool:
+        """Whether the submission is sampled."""
+        return bool(self.chain.call(self.market.functions.isSampled(submission)))
+
+    def assigned_validators(self, submission: int) -> list[str]:
+        """The validators assigned to a submission."""
+        return list(self.chain.call(self.market.functions.assignedValidators(submission)))
+
+    def aggregators(self, task_id: int, round_index: int) -> list[str]:
+        """The round's aggregation committee."""
+        return list(self.chain.call(self.market.functions.aggregatorsOf(task_id, round_index)))
+
+    def has_proposed(self, task_id: int, round_index: int, aggregator: str) -> bool:
+        """Whether `aggregator` proposed a checkpoint for the round since proposals were last voided."""
+        return bool(self.chain.call(self.market.functions.hasProposed(task_id, round_index, aggregator)))
+
+    def dispute_committee(self, submission: int) -> list[str]:
+        """The dispute committee of a submission."""
+        return list(self.chain.call(self.market.functions.disputeCommittee(submission)))
+
+    def validators_of(self, task_id: int) -> list[str]:
+        """A task's validators."""
+        return list(self.chain.call(self.market.functions.validatorsOf(task_id)))
+
+    def credit_of(self, address: str) -> int:
+        """Claimable credits of `address`."""
+        return int(self.chain.call(self.market.functions.creditOf(checked_address(address))))
+
+    def commitment_of(self, task_id: int, round_index: int, trainer: str, proofs_digest: bytes) -> bytes:
+        """The commitment the market would emit."""
+        return bytes(self.chain.call(self.market.functions.commitmentOf(task_id, round_index, trainer, proofs_digest)))
+
+    def events(
+        self, contract: str, event_name: str, from_block: int | None = None, **filters: Any
+    ) -> list[dict[str, Any]]:
+        """Returns the decoded logs of any event of "TaskMarket", "StakeManager" or "DevToken" since
+        the deployment (or `from_block`), each as its arguments plus `blockNumber` and `transactionHash`."""
+        source = {"TaskMarket": self.market, "StakeManager": self.stakes, "DevToken": self.token}.get(contract)
+        if source is None:
+            raise ConfigError(f"unknown contract {contract!r}: TaskMarket, StakeManager or DevToken")
+        start = self.deployment.deployBlock if from_block is None else from_block
+        logs = self.chain.events(source, event_name, start, argument_filters=filters or None)
+        return [
+            dict(log["args"]) | {"blockNumber": log["blockNumber"], "transactionHash": log["transactionHash"]}
+            for log in logs
+        ]
+
+    def task_cids(self, task_id: int) -> tuple[str, str]:
+        """The task's initial checkpoint CID and environment spec CID (from its TaskCreated event)."""
+        created = self.events("TaskMarket", "TaskCreated", taskId=task_id)
+        if not created:
+            raise ConfigError(f"unknown task {task_id}: no TaskCreated event")
+        return str(created[0]["modelCid"]), str(created[0]["envCid"])
+
+    def checkpoint_cid(self, task_id: int, round_index: int) -> str:
+        """The CID of the checkpoint a round opened on: the initial model or an agreed checkpoint."""
+        digest = self.round(task_id, round_index).checkpoint
+        candidates = [self.task_cids(task_id)[0]]
+        candidates += [str(e["checkpointCid"]) for e in self.events("TaskMarket", "CheckpointAgreed", taskId=task_id)]
+        for cid in candidates:
+            if keccak(text=cid) == digest:
+                return cid
+        raise ChainError(f"no event names the checkpoint of task {task_id} round {round_index}")
+
+    def submitted(self, task_id: int, round_index: int, trainer: str) -> dict[str, Any] | None:
+        """The WorkSubmitted event of a trainer in a round, or None."""
+        found = self.events("TaskMarket", "WorkSubmitted", taskId=task_id, round=round_index, trainer=trainer)
+        return found[0] if found else None
+
+    def submissions(self, task_id: int, round_index: int | None = None) -> list[dict[str, Any]]:
+        """The WorkSubmitted events of a task (one round, or all), oldest first."""
+        filters: dict[str, Any] = {"taskId": task_id}
+        if round_index is not None:
+            filters["round"] = round_index
+        return self.events("TaskMarket", "WorkSubmitted", **filters)
+
+
+def stake_check(crucible: Crucible, min_stake_wei: int) -> Callable[[str], bool]:
+    """A relay's upload check against StakeManager: staked plus unbonding at least `min_stake_wei`. A yes is
+    cached for 30 s, a no for 2 s (so a newly staked address is admitted soon)."""
+    cache: dict[str, tuple[float, bool]] = {}
+
+    def check(address: str) -> bool:
+        now = time.monotonic()
+        if address in cache:
+            checked_at, result = cache[address]
+            if now - checked_at < (30 if result else 2):
+                return result
+        account = crucible.stake_account(address)
+        result = account.staked + account.unbonding >= max(min_stake_wei, 1)
+        cache[address] = (now, result)
+        return result
+
+    return check

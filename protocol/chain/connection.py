@@ -1,0 +1,464 @@
+"""A connection to an EVM chain that is safe for concurrent senders.
+
+- One nonce sequence per sender, guarded by a lock and started from the `pending` count, so
+  threads sharing a key never collide; a refused nonce resynchronises once.
+- Transport errors are retried with exponential backoff by the provider (its allow-list includes
+  eth_sendRawTransaction: resending the same signed bytes cannot send twice); a resend that
+  finds its transaction already known is treated as sent.
+- Gas is estimated with a margin; a revert during estimation or in a mined transaction is decoded
+  from the contracts' custom errors into a ContractRevert.
+- Receipts are awaited to a confirmation depth and checked to still be on the canonical chain; a
+  transaction the node forgot (a reorg dropped it) is sent again from its signed bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from eth_utils import keccak
+from hexbytes import HexBytes
+from web3 import Web3
+from web3.contract import Contract
+from web3.contract.contract import ContractFunction
+from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
+from web3.providers.rpc.utils import ExceptionRetryConfiguration
+from web3.types import TxReceipt
+
+from protocol.accounts import Signer
+from protocol.chain.contracts import artifact, decode_revert
+from protocol.errors import ChainError, ContractRevert, OutOfGas, RpcUnreachable, TransactionError
+
+GAS_MARGIN = 1.25
+# Added to every estimate: a rival's transaction landing first in the same block can put this one on a
+# dearer path than the one estimated (an attestation that becomes the rejecting one writes two more
+# slots and emits; the proposal that completes agreement, the first committee vote that draws the seed).
+GAS_HEADROOM = 60_000
+REBROADCAST_AFTER_S = 3.0  # a transaction still unmined and unknown after this is sent again
+KEEP_SENT = 256  # signed transactions kept per sender, to re-send what a reorg dropped
+INTERVAL_BLOCKS = 8  # blocks whose gaps estimate the block interval
+INTERVAL_TTL_S = 30.0
+TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.HTTPError)
+# What nodes answer when asked about a block they do not have (yet, or any more after a reorg or a
+# revert): Anvil, geth, Erigon/Nethermind. The head moves under the question; asking again answers it.
+MISSING_BLOCK = ("BlockOutOfRange", "header not found", "unknown block")
+
+
+def describe_revert(name: str, args: dict[str, Any]) -> str:
+    """Returns one readable line for a decoded custom error."""
+    shown = ", ".join(f"{key}={value}" for key, value in args.items())
+    hints = {
+        "ERC20InsufficientBalance": "token balance too low",
+        "ERC20InsufficientAllowance": "token allowance too low",
+        "MarketDeterrenceTooLow": "the deterrence check p*S >= (1-p)*R refuses these parameters",
+        "MarketUnknownTask": "no such task",
+        "MarketOutsideWindow": "not in the round's window for this call",
+        "StakeInsufficientFree": "not enough unlocked stake",
+        "StakeNotReleasable": "nothing to withdraw yet",
+        "StakeRoleMismatch": "the account is staked for another role",
+    }
+    hint = hints.get(name)
+    return f"contract refused: {name}({shown})" + (f" - {hint}" if hint else "")
+
+
+def _decoded_revert(data: object) -> ContractRevert | None:
+    """The contract's custom error in revert data (0x-hex, as calls and traces give it), or None."""
+    raw = HexBytes(data) if isinstance(data, str) and data.startswith("0x") else b""
+    decoded = decode_revert(raw) if len(raw) >= 4 else None
+    if decoded is None:
+        return None
+    name, args = decoded
+    return ContractRevert(name, args, describe_revert(name, args))
+
+
+def _bumped(fee: int) -> int:
+    return fee + max(fee // 8, 1)
+
+
+def _out_of_gas(tx_hash: HexBytes, receipt: TxReceipt, transaction: Any) -> str:
+    return (
+        f"transaction {tx_hash.to_0x_hex()} ran out of gas: it used {receipt['gasUsed']:,} of its limit of "
+        f"{transaction['gas']:,}"
+    )
+
+
+@dataclass
+class _Outgoing:
+    """A sent transaction: the latest version's fields and signed bytes, and the hash of every version
+    sent for its nonce (a re-priced one replaces the one before; whichever is mined counts)."""
+
+    signer: Signer
+    transaction: dict[str, Any]
+    hashes: list[HexBytes]
+    raw: bytes
+
+
+def _rpc_message(error: Web3RPCError) -> str:
+    response = getattr(error, "rpc_response", None) or {}
+    message = response.get("error", {}).get("message") if isinstance(response, dict) else None
+    return str(message or error)
+
+
+class Chain:
+    """A web3 connection with a nonce-managed sender, retries and decoded reverts."""
+
+    def __init__(
+        self,
+        rpc_url: str,
+        expected_chain_id: int | None = None,
+        confirmations: int = 0,
+        receipt_timeout_s: float = 120.0,
+        poll_interval_s: float = 0.05,
+        retries: int = 5,
+        backoff_s: float = 0.25,
+    ) -> None:
+        self.rpc_url = rpc_url
+        self.confirmations = confirmations
+        self.receipt_timeout_s = receipt_timeout_s
+        self.poll_interval_s = poll_interval_s
+        self.retries, self.backoff_s = retries, backoff_s
+        retry = ExceptionRetryConfiguration(errors=TRANSPORT_ERRORS, retries=retries, backoff_factor=backoff_s)
+        provider = Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 10}, exception_retry_configuration=retry)
+        self.w3 = Web3(provider)
+        self.chain_id = self._rpc(lambda: self.w3.eth.chain_id)
+        if expected_chain_id is not None and self.chain_id != expected_chain_id:
+            raise ChainError(f"wrong chain: {rpc_url} has chain id {self.chain_id}, expected {expected_chain_id}")
+        self._nonce_lock = threading.Lock()
+        self._next_nonce: dict[str, int] = {}
+        # The signed bytes of each sender's recent transactions by nonce: what a reorg drops is sent again.
+        self._sent: dict[str, dict[int, bytes]] = {}
+        self.repriced = 0  # transactions sent again at a higher fee, for reports and tests
+        self._interval: tuple[int, float] | None = None  # (seconds between blocks, measured until)
+
+    def _rpc(self, call: Callable[[], Any]) -> Any:
+        """Runs one request: transport errors (already retried by the provider) become RpcUnreachable;
+        a missing-block answer is asked again, with backoff, `retries` times."""
+        for attempt in range(self.retries + 1):
+            try:
+                return call()
+            except TRANSPORT_ERRORS:
+                raise RpcUnreachable(f"RPC endpoint {self.rpc_url} is unreachable") from None
+            except Web3RPCError as error:
+                if attempt == self.retries or not any(text in str(error) for text in MISSING_BLOCK):
+                    raise
+                time.sleep(self.backoff_s * 2**attempt)
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------ contracts
+
+    def contract(self, name: str, address: str) -> Contract:
+        """Returns a contract object for `name` (a forge artifact) at `address`."""
+        return self.w3.eth.contract(
+            address=Web3.to_checksum_address(address), abi=artifact(name).abi, decode_tuples=True
+        )
+
+    def has_code(self, address: str) -> bool:
+        """Whether a contract is deployed at `address`."""
+        return len(self._rpc(lambda: self.w3.eth.get_code(Web3.to_checksum_address(address)))) > 0
+
+    def deploy(self, name: str, signer: Signer, *constructor_args: Any) -> tuple[str, TxReceipt]:
+        """Deploys `name` from `signer`; returns its address and the receipt."""
+        factory = self.w3.eth.contract(abi=artifact(name).abi, bytecode=artifact(name).bytecode)
+        receipt = self._send(signer, factory.constructor(*constructor_args), 0)
+        return str(receipt["contractAddress"]), receipt
+
+    def timestamp(self) -> int:
+        """The latest block's timestamp."""
+        return int(self._rpc(lambda: self.w3.eth.get_block("latest"))["timestamp"])
+
+    def now(self) -> int:
+        """The time the next block will at least carry: the later of the wall clock and the latest block."""
+        return max(int(time.time()), self.timestamp())
+
+    def block_interval_s(self) -> int:
+        """The chain's usual time between blocks: the median gap over its last blocks, at least 1 s,
+        measured again every half minute. A median, so that a devnet's clock jump (one long gap) or a
+        burst of blocks in one second does not count."""
+        if self._interval is not None and time.monotonic() < self._interval[1]:
+            return self._interval[0]
+        head = self._rpc(lambda: self.w3.eth.block_number)
+        numbers = range(max(0, head - INTERVAL_BLOCKS), head + 1)
+        stamps = [int(self._rpc(lambda: self.w3.eth.get_block(n))["timestamp"]) for n in numbers]  # noqa: B023
+        gaps = sorted(later - earlier for earlier, later in itertools.pairwise(stamps))
+        interval = max(1, gaps[len(gaps) // 2] if gaps else 1)
+        self._interval = (interval, time.monotonic() + INTERVAL_TTL_S)
+        return interval
+
+    def lands_by(self) -> int:
+        """The latest timestamp a transaction sent now should expect its block to carry: the next block
+        (an interval after the latest, never before the wall clock), or the one after it when the next
+        is sealed before the transaction reaches it."""
+        interval = self.block_interval_s()
+        return max(int(time.time()), self.timestamp() + interval) + interval
+
+    def call(self, function: ContractFunction, block: Any = "latest") -> Any:
+        """Returns a view function's result, with reverts decoded."""
+        try:
+            return self._rpc(lambda: function.call(block_identifier=block))
+        except ContractLogicError as error:
+            raise self._revert(error) from None
+
+    def transact(
+        self, function: ContractFunction, signer: Signer, value_wei: int = 0, gas: int | None = None
+    ) -> TxReceipt:
+        """Sends a contract call from `signer` (estimated, unless `gas` gives the limit), waits for its
+        receipt and returns it."""
+        return self._send(signer, function, value_wei, gas)
+
+    # ------------------------------------------------------------ sending
+
+    def _send(self, signer: Signer, call: Any, value_wei: int, gas: int | None = None) -> TxReceipt:
+        """Estimates (unless `gas` is given), signs, sends and waits for `call` (a contract function or
+        constructor)."""
+        base: dict[str, Any] = {"from": signer.address, "chainId": self.chain_id, "value": value_wei}
+        if gas is None:
+            try:
+                estimated = self._rpc(lambda: call.estimate_gas(base))
+            except ContractLogicError as error:
+                raise self._revert(error) from None
+            except Web3RPCError as error:
+                raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
+            gas = self._gas_limit(estimated)
+        transaction = call.build_transaction({**base, "gas": gas, **self._fees()})
+        with self._nonce_lock:
+            transaction["nonce"] = self._nonce_for(signer.address)
+            raw = signer.sign_transaction(transaction)
+            tx_hash, raw = self._broadcast(raw, signer.address, transaction, signer)
+            self._remember(signer.address, transaction["nonce"], raw)
+            self._next_nonce[signer.address] = transaction["nonce"] + 1
+        return self._await(_Outgoing(signer, transaction, [tx_hash], raw))
+
+    def _gas_limit(self, estimated: int) -> int:
+        """The estimate with room for the dearer path another sender's transaction can put this one on
+        when it lands first in the same block (the attestation that rejects, the proposal that agrees,
+        the vote that draws the committee), within the block's gas limit."""
+        limit = int(estimated * GAS_MARGIN) + GAS_HEADROOM
+        block_limit = int(self._rpc(lambda: self.w3.eth.get_block("latest"))["gasLimit"])
+        return max(estimated, min(limit, block_limit))
+
+    def _remember(self, sender: str, nonce: int, raw: bytes) -> None:
+        sent = self._sent.setdefault(sender, {})
+        sent[nonce] = raw
+        for old in [n for n in sent if n < nonce - KEEP_SENT]:
+            del sent[old]
+
+    def forget_nonce(self, address: str) -> None:
+        """Drops the cached next nonce of `address`: after a reorg dropped its transactions the chain's
+        count is behind the cache, and a nonce from the cache would leave a gap that never mines."""
+        with self._nonce_lock:
+            self._next_nonce.pop(address, None)
+
+    def _nonce_for(self, address: str) -> int:
+        pending = self._rpc(lambda: self.w3.eth.get_transaction_count(Web3.to_checksum_address(address), "pending"))
+        return max(pending, self._next_nonce.get(address, 0))
+
+    def _broadcast(
+        self, raw: bytes, address: str, transaction: dict[str, Any], signer: Signer
+    ) -> tuple[HexBytes, bytes]:
+        """Sends signed bytes; returns the hash and the bytes that were sent (re-signed after a nonce clash)."""
+        tx_hash = HexBytes(keccak(raw))
+        try:
+            self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
+        except Web3RPCError as error:
+            message = str(error).lower()
+            if "already known" in message or self._known(tx_hash):
+                return tx_hash, raw
+            if "nonce" in message:
+                # Another process used this key: start again from the chain's count, once.
+                self._next_nonce.pop(address, None)
+                transaction["nonce"] = self._nonce_for(address)
+                raw = signer.sign_transaction(transaction)
+                self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
+                return HexBytes(keccak(raw)), raw
+            raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
+        return tx_hash, raw
+
+    def _fill_gap(self, sender: str, nonce: int) -> None:
+        count = self._rpc(lambda: self.w3.eth.get_transaction_count(Web3.to_checksum_address(sender), "pending"))
+        sent = self._sent.get(sender, {})
+        for missing in range(count, nonce):
+            if missing in sent:
+                self._resend(sent[missing])
+
+    def _resend(self, raw: bytes) -> None:
+        try:
+            self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
+        except Web3RPCError as error:
+            # "nonce too low": its nonce was used since (by this very transaction, mined meanwhile, or
+            # another one): the receipt look-up decides. "underpriced": a re-priced version replaced it.
+            message = str(error).lower()
+            # "base fee": the fee cap fell behind the chain's; the next block's look re-prices it.
+            if not any(
+                text in message for text in ("nonce", "already known", "underpriced", "replacement", "base fee")
+            ):
+                raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
+
+    def _known(self, tx_hash: HexBytes) -> bool:
+        try:
+            self.w3.eth.get_transaction(tx_hash)
+            return True
+        except (TransactionNotFound, *TRANSPORT_ERRORS):
+            return False
+
+    def next_base_fee(self) -> int | None:
+        """The base fee the next block will charge (None on a chain without EIP-1559): the last entry of
+        `eth_feeHistory`, which nodes compute from the latest block (and Anvil's override of it)."""
+        history = self._rpc(lambda: self.w3.eth.fee_history(1, "latest"))
+        fees = history.get("baseFeePerGas") or []
+        return int(fees[-1]) if fees and fees[-1] else None
+
+    def _fees(self) -> dict[str, int]:
+        base_fee = self.next_base_fee()
+        if base_fee is None:
+            return {"gasPrice": self._rpc(lambda: self.w3.eth.gas_price)}
+        priority = self._rpc(lambda: self.w3.eth.max_priority_fee)
+        return {"maxFeePerGas": 2 * base_fee + priority, "maxPriorityFeePerGas": priority}
+
+    def _reprice(self, outgoing: _Outgoing) -> None:
+        """Sends the same transaction again, same nonce, at fees that the next block accepts, when the base
+        fee has risen above what it offers (as Optimism's transaction manager does). Each fee rises by at
+        least an eighth, above the tenth that nodes ask of a replacement."""
+        transaction = outgoing.transaction
+        if "maxFeePerGas" in transaction:
+            base_fee = self.next_base_fee()
+            if base_fee is None or transaction["maxFeePerGas"] >= base_fee:
+                return
+            priority = max(
+                _bumped(transaction["maxPriorityFeePerGas"]), self._rpc(lambda: self.w3.eth.max_priority_fee)
+            )
+            fees = {"maxFeePerGas": max(_bumped(transaction["maxFeePerGas"]), 2 * base_fee + priority),
+                    "maxPriorityFeePerGas": priority}  # fmt: skip
+        else:
+            price = self._rpc(lambda: self.w3.eth.gas_price)
+            if transaction["gasPrice"] >= price:
+                return
+            fees = {"gasPrice": max(_bumped(transaction["gasPrice"]), price)}
+        repriced = {**transaction, **fees}
+        raw = outgoing.signer.sign_transaction(repriced)
+        self._resend(raw)
+        outgoing.transaction, outgoing.raw = repriced, raw
+        outgoing.hashes.append(HexBytes(keccak(raw)))
+        with self._nonce_lock:
+            self._remember(outgoing.signer.address, transaction["nonce"], raw)
+        self.repriced += 1
+
+    def _receipt(self, hashes: list[HexBytes]) -> TxReceipt | None:
+        """The receipt of whichever version of a transaction was mined, if any."""
+        for tx_hash in hashes:
+            try:
+                return self._rpc(lambda: self.w3.eth.get_transaction_receipt(tx_hash))  # noqa: B023
+            except TransactionNotFound:
+                continue
+        return None
+
+    def _await(self, outgoing: _Outgoing) -> TxReceipt:
+        """Waits for a receipt `confirmations` blocks deep on the canonical chain; decodes a revert.
+
+        Each block that passes without it: re-priced when the base fee rose above its fee cap. Every few
+        seconds unmined: a transaction the node no longer knows (a reorg dropped the block that held it)
+        is sent again from its signed bytes, the same nonce, so never twice; when the sender's count on
+        chain is below its nonce, a reorg dropped earlier transactions of this sender (already reported
+        mined): they are sent again from their signed bytes, which unblocks this one."""
+        deadline = time.monotonic() + self.receipt_timeout_s
+        next_look = time.monotonic() + REBROADCAST_AFTER_S
+        last_block = self._rpc(lambda: self.w3.eth.block_number)
+        nonce = outgoing.transaction["nonce"]
+        while True:
+            receipt = self._receipt(outgoing.hashes)
+            if receipt is not None:
+                if self._deep_enough(receipt, deadline):
+                    break
+                time.sleep(self.poll_interval_s)  # a reorg replaced its block: look for its new receipt
+                continue
+            now = time.monotonic()
+            if now >= deadline:
+                raise TransactionError(
+                    f"transaction {outgoing.hashes[-1].to_0x_hex()} not mined in {self.receipt_timeout_s:.0f} s"
+                )
+            head = self._rpc(lambda: self.w3.eth.block_number)
+            if head != last_block:  # a block went by without it
+                last_block = head
+                self._reprice(outgoing)
+            if now >= next_look:
+                next_look = now + REBROADCAST_AFTER_S
+                if not self._known(outgoing.hashes[-1]):
+                    self._resend(outgoing.raw)
+                self._fill_gap(outgoing.signer.address, nonce)
+            time.sleep(self.poll_interval_s)
+        if receipt["status"] != 1:
+            raise self._failed(receipt)
+        return receipt
+
+    def _deep_enough(self, receipt: TxReceipt, deadline: float) -> bool:
+        while self._rpc(lambda: self.w3.eth.block_number) - receipt["blockNumber"] < self.confirmations:
+            if time.monotonic() > deadline:
+                raise TransactionError(f"transaction {receipt['transactionHash'].to_0x_hex()} not confirmed in time")
+            time.sleep(self.poll_interval_s)
+        block = self._rpc(lambda: self.w3.eth.get_block(receipt["blockNumber"]))
+        # A reorg replaced the block: wait for the transaction's new receipt, if any.
+        return bool(block["hash"] == receipt["blockHash"])
+
+    def _failed(self, receipt: TxReceipt) -> TransactionError:
+        """Explains a mined transaction that failed, at its true position in its block: from the node's
+        trace of that very transaction (Anvil, geth, reth and Erigon serve `debug_traceTransaction`), else
+        by replaying its call on the state after its block, which holds the block's earlier transactions
+        (a replay on the state before the block would miss whatever they changed, such as a rival's
+        finalisation, and find nothing wrong). Gas used up to the limit is out of gas."""
+        tx_hash = receipt["transactionHash"]
+        transaction = self._rpc(lambda: self.w3.eth.get_transaction(tx_hash))
+        traced = self._trace(tx_hash)
+        if traced is not None and (reverted := _decoded_revert(traced.get("output"))) is not None:
+            return reverted
+        error = str((traced or {}).get("error") or "")
+        if "out of gas" in error.lower() or receipt["gasUsed"] >= transaction["gas"]:
+            return OutOfGas(_out_of_gas(tx_hash, receipt, transaction))
+        if traced is not None:
+            return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed: {error or 'no reason given'}")
+        call: Any = {key: transaction[key] for key in ("from", "to", "value", "gas") if key in transaction}
+        call["data"] = transaction["input"]
+        try:
+            self._rpc(lambda: self.w3.eth.call(call, block_identifier=receipt["blockNumber"]))
+        except ContractLogicError as error:
+            return self._revert(error)
+        except Web3RPCError as error:
+            return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed: {_rpc_message(error)}")
+        return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed; a replay after its block passes")
+
+    def _trace(self, tx_hash: HexBytes) -> dict[str, Any] | None:
+        """The call tracer's top frame of a mined transaction, or None where the node serves no traces."""
+        try:
+            response = self.w3.provider.make_request(
+                "debug_traceTransaction",  # type: ignore[arg-type]
+                [tx_hash.to_0x_hex(), {"tracer": "callTracer"}],
+            )
+        except TRANSPORT_ERRORS:
+            raise RpcUnreachable(f"RPC endpoint {self.rpc_url} is unreachable") from None
+        result = response.get("result")
+        return dict(result) if isinstance(result, dict) else None
+
+    def _revert(self, error: ContractLogicError) -> TransactionError:
+        reverted = _decoded_revert(error.data)
+        return reverted or TransactionError(f"contract refused the call: {error.message or error}")
+
+    # ------------------------------------------------------------ events
+
+    def events(
+        self,
+        contract: Contract,
+        event_name: str,
+        from_block: int = 0,
+        to_block: int | str = "latest",
+        argument_filters: dict[str, Any] | None = None,
+    ) -> list[Any]:
+        """Returns the decoded logs of one event in a block range."""
+        event = contract.events[event_name]
+        return list(
+            self._rpc(
+                lambda: event.get_logs(from_block=from_block, to_block=to_block, argument_filters=argument_filters)
+            )
+        )

@@ -1,0 +1,99 @@
+"""Deploying the contracts and the address books in `deployments/<chainId>.json`."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from protocol.accounts import Signer
+from protocol.chain.connection import Chain
+from protocol.config import DEPLOYMENTS_DIR
+from protocol.errors import ChainError, ConfigError
+from protocol.values import checked_address
+
+DEV_TOKEN_SUPPLY_EACH = 1_000_000 * 10**18
+DEFAULT_UNBONDING_S = 7 * 24 * 3600
+DEVNET_UNBONDING_S = 120
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where the contracts of one chain live; the keys of the JSON file are the contracts' names."""
+
+    chainId: int
+    DevToken: str | None
+    Token: str
+    StakeManager: str
+    TaskMarket: str
+    deployBlock: int
+    unbondingPeriodSeconds: int
+
+    def save(self, path: Path) -> None:
+        """Writes the address book whole or not at all."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        os.replace(temporary, path)
+
+    @classmethod
+    def load(cls, path: Path) -> Deployment:
+        """Reads an address book, naming the file when it is missing or malformed."""
+        if not path.exists():
+            raise ChainError(f"no deployment at {path}: run `crucible devnet up` or `crucible deploy`")
+        try:
+            data = json.loads(path.read_text())
+            deployment = cls(**data)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"malformed deployment file {path}: {error}") from None
+        for name in ("Token", "StakeManager", "TaskMarket"):
+            checked_address(getattr(deployment, name), f"{name} address in {path}")
+        return deployment
+
+
+def default_deployment_path(chain_id: int) -> Path:
+    """Returns `deployments/<chainId>.json`."""
+    return DEPLOYMENTS_DIR / f"{chain_id}.json"
+
+
+def deploy(
+    chain: Chain,
+    deployer: Signer,
+    token: str | None = None,
+    token_holders: tuple[str, ...] = (),
+    unbonding_period_s: int = DEFAULT_UNBONDING_S,
+) -> Deployment:
+    """Deploys StakeManager and TaskMarket (and a DevToken minted to `token_holders` when no
+    `token` is given), binds them, and returns the address book."""
+    dev_token: str | None = None
+    if token is None:
+        holders = token_holders or (deployer.address,)
+        dev_token, receipt = chain.deploy("DevToken", deployer, list(holders), [DEV_TOKEN_SUPPLY_EACH] * len(holders))
+        token = dev_token
+        first_block = receipt["blockNumber"]
+    else:
+        token = checked_address(token, "token address")
+        if not chain.has_code(token):
+            raise ChainError(f"no contract at token address {token} on chain {chain.chain_id}")
+        first_block = None
+    stakes, receipt = chain.deploy("StakeManager", deployer, token, unbonding_period_s)
+    first_block = first_block if first_block is not None else receipt["blockNumber"]
+    market, _ = chain.deploy("TaskMarket", deployer, token, stakes)
+    chain.transact(chain.contract("StakeManager", stakes).functions.bindMarket(market), deployer)
+    return Deployment(
+        chainId=chain.chain_id,
+        DevToken=dev_token,
+        Token=token,
+        StakeManager=stakes,
+        TaskMarket=market,
+        deployBlock=first_block,
+        unbondingPeriodSeconds=unbonding_period_s,
+    )
+
+
+def is_live(chain: Chain, deployment: Deployment) -> bool:
+    """Whether the address book's contracts exist on this chain."""
+    return deployment.chainId == chain.chain_id and all(
+        chain.has_code(address) for address in (deployment.Token, deployment.StakeManager, deployment.TaskMarket)
+    )

@@ -1,0 +1,263 @@
+"""The local devnet: a background Anvil with its state, log and pid under the state folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.accounts import Signer
+from protocol.chain.client import Crucible
+from protocol.chain.connection import Chain
+from protocol.config import REPO_ROOT, crucible_home, devnet_settings
+from protocol.errors import ChainError, ConfigError
+
+_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def foundry_binary(tool: str) -> Path:
+    """Returns the Foundry platform binary from node_modules (not the npm wrapper, which loses exit codes)."""
+    arch = _ARCH.get(platform.machine().lower())
+    path = REPO_ROOT / "node_modules" / "@foundry-rs" / f"{tool}-linux-{arch}" / "bin" / tool
+    if arch is None or not path.exists():
+        raise ChainError(f"{tool} is not installed at {path}: run `make setup`")
+    return path
+
+
+def free_port() -> int:
+    """Returns a TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for_rpc(rpc_url: str, timeout_s: float = 20.0) -> None:
+    """Waits until `rpc_url` answers eth_chainId."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            _rpc(rpc_url, "eth_chainId", [], timeout_s=1)
+            return
+        except (httpx.HTTPError, ValueError, ChainError):
+            time.sleep(0.1)
+    raise ChainError(f"Anvil did not answer at {rpc_url} within {timeout_s:.0f} s")
+
+
+def start_anvil(
+    port: int, log_path: Path, state_path: Path | None = None, detach: bool = False, block_time_s: int = 0
+) -> subprocess.Popen[bytes]:
+    """Starts Anvil on 127.0.0.1:`port` with the devnet's chain id and mnemonic; waits until it answers.
+    `block_time_s` > 0: a block every that many seconds, several senders' transactions in one block, as
+    on a real chain (0: a block for each transaction)."""
+    settings = devnet_settings()
+    command = [
+        str(foundry_binary("anvil")),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--chain-id",
+        str(settings.chain_id),
+        "--mnemonic",
+        settings.mnemonic,
+    ]
+    resumed = state_path is not None and state_path.exists()
+    if block_time_s and not resumed:
+        command += ["--block-time", str(block_time_s)]
+    if state_path is not None:
+        command += ["--state", str(state_path), "--state-interval", "5"]
+    if resumed:
+        command += ["--no-mining"]  # until its clock is set right (`_keep_clock`)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach
+        )
+    try:
+        wait_for_rpc(f"http://127.0.0.1:{port}")
+        if resumed:
+            _keep_clock(f"http://127.0.0.1:{port}", block_time_s)
+    except ChainError:
+        process.kill()
+        raise
+    return process
+
+
+def _rpc(rpc_url: str, method: str, params: list[object], timeout_s: float = 10) -> object:
+    """One JSON-RPC call to a devnet before any Chain exists (its start-up)."""
+    import httpx
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    response = httpx.post(rpc_url, json=body, timeout=timeout_s)
+    document = response.json()
+    if "error" in document:
+        raise ChainError(f"{method} failed: {document['error'].get('message', document['error'])}")
+    return document["result"]
+
+
+def _keep_clock(rpc_url: str, block_time_s: int = 0) -> None:
+    """Anvil loads a saved state's blocks but not its clock offset: its next block would carry the wall
+    clock, earlier than a warped chain's last block (time running backwards, deadlines un-passed). Anvil
+    starts without mining; the next block is set just after the last one and mined (with whatever a
+    client sent meanwhile), so Anvil's clock goes on from there; then it mines on every transaction, or
+    every `block_time_s` seconds."""
+    latest = _rpc(rpc_url, "eth_getBlockByNumber", ["latest", False])
+    assert isinstance(latest, dict)
+    last = int(str(latest["timestamp"]), 16)
+    _rpc(rpc_url, "evm_setNextBlockTimestamp", [max(last + 1, int(time.time()))])
+    _rpc(rpc_url, "evm_mine", [])
+    if block_time_s:
+        _rpc(rpc_url, "evm_setIntervalMining", [block_time_s])
+    else:
+        _rpc(rpc_url, "evm_setAutomine", [True])
+
+
+@dataclass
+class AnvilNode:
+    """An Anvil this process started (tests, the demo)."""
+
+    rpc_url: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        """Stops it and waits for it to exit."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def start_private_anvil(log_path: Path, block_time_s: int = 0) -> AnvilNode:
+    """Starts an Anvil on a free port, for one test session or one demo (a block every `block_time_s`
+    seconds when > 0, else one per transaction)."""
+    port = free_port()
+    return AnvilNode(f"http://127.0.0.1:{port}", port, start_anvil(port, log_path, block_time_s=block_time_s))
+
+
+@dataclass(frozen=True)
+class DevnetStatus:
+    """What `crucible devnet status` reports."""
+
+    running: bool
+    rpc_url: str
+    pid: int | None
+    state_dir: str
+    block_time_s: int | None = None  # seconds between blocks (0: a block per transaction); None: not running
+
+
+def devnet_dir() -> Path:
+    """Returns the folder holding the devnet's state, log and pid."""
+    return crucible_home() / "devnet"
+
+
+def _pid_file() -> Path:
+    return devnet_dir() / "anvil.pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped) still answers signal 0.
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+def status() -> DevnetStatus:
+    """Returns whether the background devnet runs."""
+    settings = devnet_settings()
+    pid: int | None = None
+    if _pid_file().exists():
+        pid = json.loads(_pid_file().read_text())["pid"]
+    running = pid is not None and _alive(pid)
+    if not running:
+        return DevnetStatus(running=False, rpc_url=settings.rpc_url, pid=None, state_dir=str(devnet_dir()))
+    recorded = json.loads(_pid_file().read_text())
+    return DevnetStatus(running=True, rpc_url=f"http://127.0.0.1:{recorded['port']}", pid=pid,
+                        state_dir=str(devnet_dir()), block_time_s=int(recorded.get("block_time_s", 0)))  # fmt: skip
+
+
+def up(port: int | None = None, block_time_s: int | None = None) -> DevnetStatus:
+    """Starts the background Anvil unless it runs, mining a block every `block_time_s` seconds (default:
+    anvil.env's; 0: a block per transaction); its state persists in the state folder."""
+    current = status()
+    if current.running:
+        return current
+    settings = devnet_settings()
+    port = port or settings.port
+    block_time_s = settings.block_time_s if block_time_s is None else block_time_s
+    if block_time_s < 0:
+        raise ConfigError(f"--block-time must be 0 (a block per transaction) or more seconds, not {block_time_s}")
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            raise ChainError(f"port {port} is taken by another process: stop it or pass --port")
+    directory = devnet_dir()
+    process = start_anvil(port, directory / "anvil.log", directory / "state.json", detach=True,
+                          block_time_s=block_time_s)  # fmt: skip
+    _pid_file().write_text(json.dumps({"pid": process.pid, "port": port, "block_time_s": block_time_s}))
+    return status()
+
+
+def down() -> bool:
+    """Stops the background Anvil (it saves its state on the way out); returns whether one ran."""
+    current = status()
+    if not current.running or current.pid is None:
+        _pid_file().unlink(missing_ok=True)
+        return False
+    os.kill(current.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while _alive(current.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(current.pid):
+        os.kill(current.pid, signal.SIGKILL)
+    _pid_file().unlink(missing_ok=True)
+    return True
+
+
+def advance_time(chain: Chain, seconds: int) -> int:
+    """Moves a devnet's clock on by `seconds` and mines a block there (Anvil's evm_increaseTime);
+    returns the new block's timestamp. ConfigError for a chain that is not the devnet's."""
+
+    if chain.chain_id != devnet_settings().chain_id:
+        raise ConfigError(
+            f"chain {chain.chain_id} is not the devnet ({devnet_settings().chain_id}): its clock is its own"
+        )
+    if seconds <= 0:
+        raise ConfigError(f"SECONDS must be more than 0, not {seconds}: the clock moves forward only")
+    chain.w3.provider.make_request("evm_increaseTime", [seconds])  # type: ignore[arg-type]
+    chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+    return chain.timestamp()
+
+
+def warp_to(chain: Chain, timestamp: int) -> None:
+    """Moves a devnet's clock to `timestamp` (if it is in the future) and mines a block there."""
+
+    now = chain.w3.eth.get_block("latest")["timestamp"]
+    if timestamp > now:
+        chain.w3.provider.make_request("evm_setNextBlockTimestamp", [timestamp])  # type: ignore[arg-type]
+    chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+
+
+def funded_account(
+    crucible: Crucible, funder: Signer, seed: str, tokens_wei: int, name: str | None = None
+) -> tuple[Signer, str]:
+    """A devnet account whose key is keccak(`seed`) (a rerun finds the same one), given ether with
+    Anvil's setBalance and `tokens_wei` tokens from `funder`; returns its Signer (called `name`) and key."""
+    from eth_account import Account
+    from eth_utils import keccak
+
+    key = "0x" + keccak(text=seed).hex()
+    account = Account.from_key(key)
+    crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
+    crucible.transfer(funder, account.address, tokens_wei)
+    return Signer(account.address, name or seed, account), key

@@ -1,0 +1,43 @@
+"""Identifiers and commitments computed exactly as the contracts compute them."""
+
+from __future__ import annotations
+
+from eth_abi import encode
+from eth_utils import keccak, to_checksum_address
+
+from protocol.errors import ConfigError
+
+ROUND_MASK = 2**32 - 1
+
+
+def submission_id(task_id: int, round_index: int, trainer: str) -> int:
+    """Returns `taskId << 192 | round << 160 | trainer`, the market's submission id."""
+    return (task_id << 192) | (round_index << 160) | int(trainer, 16)
+
+
+def parse_submission_id(text: str) -> int:
+    """A submission id typed by a person, in decimal or 0x hex; ConfigError naming it when malformed or
+    not a positive uint256."""
+    shown = text[:80]
+    try:
+        value = int(text, 16) if text.lower().startswith("0x") else int(text, 10)
+    except ValueError:
+        raise ConfigError(f"malformed submission id {shown!r}: a decimal or 0x-hex number") from None
+    if not 0 < value < 2**256:
+        raise ConfigError(f"submission id {shown} is out of range")
+    return value
+
+
+def decode_submission_id(value: int) -> tuple[int, int, str]:
+    """Returns (task id, round, trainer address) of a submission id."""
+    return value >> 192, (value >> 160) & ROUND_MASK, to_checksum_address(f"0x{value & (2**160 - 1):040x}")
+
+
+def commitment(chain_id: int, market: str, task_id: int, round_index: int, trainer: str, proofs_digest: bytes) -> bytes:
+    """Returns the commitment `submitWork` emits: it binds chain, contract, task, round and trainer to the proofs."""
+    return keccak(
+        encode(
+            ["uint256", "address", "uint256", "uint256", "address", "bytes32"],
+            [chain_id, market, task_id, round_index, trainer, proofs_digest],
+        )
+    )

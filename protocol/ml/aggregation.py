@@ -1,0 +1,53 @@
+"""The outer step: the next checkpoint from the round's checkpoint and its included updates.
+
+DiLoCo with an SGD outer optimizer: next = C + lr * mean(Δ_i), the mean taken in a canonical
+order (by submission id) so every aggregator computes the same bytes up to float summation,
+which a fixed order removes on one device. No outer optimizer state is kept (momentum would live
+in the checkpoint manifest).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.artifacts.manifest import save_hf_model
+from protocol.artifacts.store import Store
+from protocol.errors import VerificationError
+
+if TYPE_CHECKING:
+    import torch
+
+    from protocol.ml.model import LoadedModel
+
+
+def aggregate(
+    checkpoint: dict[str, torch.Tensor], updates: list[tuple[int, dict[str, torch.Tensor]]], outer_learning_rate: float
+) -> dict[str, torch.Tensor]:
+    """Returns C + lr * mean(Δ) over `(submission id, Δ)` pairs (the checkpoint itself when there are none)."""
+    import torch
+
+    if not updates:
+        return {name: value.clone() for name, value in checkpoint.items()}
+    ordered = [delta for _, delta in sorted(updates, key=lambda pair: pair[0])]
+    result = {}
+    for name, value in checkpoint.items():
+        total = torch.zeros_like(value, dtype=torch.float32)
+        for delta in ordered:
+            if name not in delta or delta[name].shape != value.shape:
+                raise VerificationError(f"an update lacks tensor {name} of shape {list(value.shape)}")
+            total += delta[name].float()
+        result[name] = (value.float() + outer_learning_rate * total / len(ordered)).to(value.dtype)
+    return result
+
+
+def publish_next_checkpoint(
+    loaded: LoadedModel, updates: list[tuple[int, dict[str, torch.Tensor]]], outer_learning_rate: float, store: Store
+) -> str:
+    """Stores the aggregate of the round's checkpoint `loaded` and its included updates as a checkpoint
+    manifest whose parent is the round's checkpoint; returns its CID. `loaded.model` is left unchanged."""
+    import copy
+
+    state = aggregate(dict(loaded.model.state_dict()), updates, outer_learning_rate)
+    model = copy.deepcopy(loaded.model)
+    model.load_state_dict(state)
+    return save_hf_model(model, store, parent=loaded.checkpoint_cid)

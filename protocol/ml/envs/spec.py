@@ -1,0 +1,169 @@
+"""The environment spec: the JSON document a task names by CID (environment, sampling, TOPLOC, training).
+
+Defaults live here and nowhere else; `crucible env spec NAME` prints them. The verification
+thresholds are the validator's; the calibration that chose them is in docs/verification.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from protocol.errors import ConfigError
+from protocol.ml.envs.base import Environment
+from protocol.ml.envs.registry import environment_of
+
+SCHEMA = "crucible.env"
+MAX_SPEC_BYTES = 64 * 1024
+# A submission holds at most this many completions (prompts x group size), bounding its rollout file.
+MAX_SAMPLES = 4096
+
+
+class _Strict(BaseModel):
+    model_config = {"extra": "forbid"}
+
+
+class SamplingSettings(_Strict):
+    """How completions are sampled; the validator replays exactly this."""
+
+    temperature: float = Field(1.0, gt=0, le=10, description="Logits are divided by this before sampling.")
+    top_k: int = Field(0, ge=0, description="Keep only the k most likely tokens (0: all).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Keep the smallest set of tokens holding this much probability.")
+    max_new_tokens: int = Field(8, ge=1, le=4096, description="Most tokens of one completion, end token included.")
+
+
+class ToplocSettings(_Strict):
+    """TOPLOC proof building and the thresholds a proof's check must meet."""
+
+    topk: int = Field(128, ge=1, le=4096, description="Activations kept per proof chunk (top-k by magnitude).")
+    decode_batching_size: int = Field(32, ge=1, le=1024, description="Decode positions per proof chunk.")
+    # Calibrated on the CPU (docs/verification.md): honest 0 / 0.008 / 0 across thread counts and
+    # batch sizes, 8-bit weights at least 7 / 4.4 / 4. Prime Intellect's looser 38 / 10 / 8 suit bf16
+    # inference across GPU kinds, and let 8-bit weights through.
+    max_exp_mismatches: int = Field(3, ge=0, description="Most exponent mismatches of a chunk (of topk).")
+    max_mantissa_err_mean: float = Field(1.5, ge=0, description="Largest mean mantissa error of a chunk.")
+    max_mantissa_err_median: float = Field(1.0, ge=0, description="Largest median mantissa error of a chunk.")
+
+
+class TrainingSettings(_Strict):
+    """The local GRPO update every trainer runs, and the outer step of aggregation."""
+
+    # Defaults from bench/rl_curve.py (docs/benchmarks.md): a round's update learns from thousands of
+    # completions in minibatched steps, and from completions better than their group's mean only.
+    prompts_per_round: int = Field(256, ge=1, le=1024, description="Prompts a trainer answers per round.")
+    group_size: int = Field(
+        8, ge=2, le=256, description="Completions per prompt; advantages are normalised in a group."
+    )
+    learning_rate: float = Field(1e-4, gt=0, le=1, description="AdamW learning rate of the local update.")
+    inner_steps: int = Field(
+        1, ge=1, le=1000, description="Passes over the round's sequences; a pass takes one step per minibatch."
+    )
+    minibatch_size: int = Field(
+        64, ge=0, le=MAX_SAMPLES, description="Sequences per optimizer step, in file order (0: all in one step)."
+    )
+    negative_weight: float = Field(
+        0.0, ge=0, le=1, description="Scale of negative advantages (0: learn from above-mean completions only)."
+    )
+    kl_weight: float = Field(0.0, ge=0, description="Weight of the KL penalty to the round's checkpoint.")
+    clip_epsilon: float = Field(0.2, gt=0, le=1, description="PPO-style ratio clip.")
+    micro_batch_size: int = Field(64, ge=1, description="Sequences per forward pass (changes float order only).")
+    outer_learning_rate: float = Field(1.0, gt=0, le=10, description="Outer step: next = C + lr * mean(updates).")
+
+
+class VerificationSettings(_Strict):
+    """What a validator tolerates beyond the TOPLOC thresholds."""
+
+    max_sampling_mismatches: int = Field(2, ge=0, description="Tokens of a batch that may disagree with the replay.")
+    near_tie_margin: float = Field(0.05, ge=0, description="A replay mismatch within this score margin is a near tie.")
+    update_tolerance: float = Field(
+        0.05, gt=0, description="Largest relative L2 error of a replayed update's tensor (calibrated: honest ≤ 0.008)."
+    )
+
+
+# What a version-1 spec's training section meant by the fields it could not name.
+VERSION_ONE_TRAINING = {"minibatch_size": 0, "negative_weight": 1.0}
+
+
+class EnvSpec(_Strict):
+    """A task's environment spec, schema-versioned."""
+
+    schema_name: Literal["crucible.env"] = Field("crucible.env", alias="schema")
+    # 2 added training.minibatch_size and training.negative_weight; a version-1 document is read with
+    # what it meant (one full batch, negatives at full weight), so tasks created before replay the same.
+    schema_version: Literal[1, 2] = 2
+    environment: str = Field(description="Registered environment name (`crucible env list`).")
+    params: dict[str, Any] = Field(default_factory=dict, description="The environment's own parameters.")
+    eval_size: int = Field(200, ge=1, le=100_000, description="Problems in the held-out evaluation set.")
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    toploc: ToplocSettings = Field(default_factory=ToplocSettings)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
+    verification: VerificationSettings = Field(default_factory=VerificationSettings)
+
+    model_config = {"extra": "forbid", "populate_by_name": True}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_one_meaning(cls, document: Any) -> Any:
+        if isinstance(document, dict) and document.get("schema_version") == 1:
+            training = document.get("training")
+            training = dict(training) if isinstance(training, dict) else {}
+            document = {**document, "training": {**VERSION_ONE_TRAINING, **training}}
+        return document
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> EnvSpec:
+        environment = environment_of(self.environment, self.params)
+        self.params = environment.params.model_dump(mode="json")
+        samples = self.training.prompts_per_round * self.training.group_size
+        if samples > MAX_SAMPLES:
+            raise ValueError(f"prompts_per_round x group_size is {samples}, above the bound of {MAX_SAMPLES}")
+        if self.sampling.top_k and self.sampling.top_k < 2:
+            raise ValueError("sampling.top_k must be 0 (off) or at least 2")
+        return self
+
+    def env(self) -> Environment:
+        """The environment this spec configures."""
+        return environment_of(self.environment, self.params)
+
+    def canonical_bytes(self) -> bytes:
+        """The spec as canonical JSON (sorted keys, no spaces): the bytes a task's env CID names."""
+        document = self.model_dump(by_alias=True, mode="json")
+        return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def default_spec(name: str) -> EnvSpec:
+    """Returns the default spec of environment `name`."""
+    return _validated({"environment": name}, name)
+
+
+def parse_spec(data: bytes, source: str) -> EnvSpec:
+    """Parses spec bytes, naming the first problem; `source` names where they came from."""
+    if len(data) > MAX_SPEC_BYTES:
+        raise ConfigError(f"environment spec {source} is {len(data)} bytes, above {MAX_SPEC_BYTES}")
+    try:
+        document = json.loads(data)
+    except ValueError as error:
+        raise ConfigError(f"environment spec {source} is not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"environment spec {source} must be a JSON object")
+    return _validated(document, source)
+
+
+def load_spec_file(path: Path) -> EnvSpec:
+    """Reads and parses a spec file."""
+    if not path.is_file():
+        raise ConfigError(f"no such environment spec file: {path}")
+    return parse_spec(path.read_bytes(), str(path))
+
+
+def _validated(document: dict[str, Any], source: str) -> EnvSpec:
+    try:
+        return EnvSpec.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "spec"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"environment spec {source}: {where}: {message}") from None

@@ -1,0 +1,127 @@
+"""Seeded sampling that anyone can replay from logits alone, on any device.
+
+Each token is `argmax(filtered(logits / temperature) + gumbel)` where the Gumbel noise of token v
+at completion position t comes from a counter-based hash of (sequence seed, t, v). The hash uses
+only 64-bit integer operations whose products stay below 2**63 (no overflow, so CPU and GPU agree
+bit for bit), and the noise and scores are float64. Given the logits of a prefill pass, a validator
+recomputes every token; differences in float summation order can flip only near ties, and the
+replay reports the score margin of each mismatch so that near ties can be told from forgeries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from protocol.ml.envs.spec import SamplingSettings
+
+if TYPE_CHECKING:
+    import torch
+
+_MASK32 = 0xFFFFFFFF
+_MULTIPLIER = 0x45D9F3B  # < 2**27: a 32-bit value times it stays below 2**59
+_SALT = 0x68E31DA4
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (values in [0, 2**32) held in int64)."""
+    x = (((x >> 16) ^ x) * _MULTIPLIER) & _MASK32
+    x = (((x >> 16) ^ x) * _MULTIPLIER) & _MASK32
+    return (x >> 16) ^ x
+
+
+def seed_words(seeds: list[bytes]) -> tuple[int, ...]:
+    """The two 32-bit words of each 32-byte seed that key its noise, flattened."""
+    return tuple(int.from_bytes(seed[i : i + 4], "big") for seed in seeds for i in (0, 4))
+
+
+def gumbel_noise(seeds: list[bytes], positions: torch.Tensor, vocab_size: int, device: torch.device) -> torch.Tensor:
+    """Returns Gumbel noise [batch, vocab] (float64) for each sequence's seed at its position."""
+    import torch
+
+    words = torch.tensor(seed_words(seeds), dtype=torch.int64, device=device).view(-1, 2)  # [B, 2]
+    key = _mix32(_mix32(words[:, 0]) ^ words[:, 1])  # [B]
+    at = _mix32(key ^ (positions.to(device=device, dtype=torch.int64) & _MASK32))  # [B]
+    tokens = torch.arange(vocab_size, dtype=torch.int64, device=device)  # [V]
+    high = _mix32(at[:, None] ^ tokens[None, :])  # [B, V]
+    low = _mix32(high ^ _SALT)  # [B, V]
+    bits53 = (high << 21) + (low >> 11)  # < 2**53: exact in float64
+    uniform = (bits53.to(torch.float64) + 0.5) / 2.0**53  # in (0, 1)
+    return -torch.log(-torch.log(uniform))
+
+
+def filtered_scores(logits: torch.Tensor, settings: SamplingSettings) -> torch.Tensor:
+    """Returns logits/temperature (float64) with tokens outside top-k and top-p set to -inf. [B, V]."""
+    import torch
+
+    scores = logits.to(torch.float64) / settings.temperature
+    vocab = scores.shape[-1]
+    if settings.top_k and settings.top_k < vocab:
+        kth = torch.topk(scores, settings.top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if settings.top_p < 1.0:
+        ordered, order = torch.sort(scores, dim=-1, descending=True)
+        probabilities = torch.softmax(ordered, dim=-1)
+        before = torch.cumsum(probabilities, dim=-1) - probabilities  # mass of the tokens ranked above
+        drop_sorted = before > settings.top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        scores = scores.masked_fill(drop, float("-inf"))
+    return scores
+
+
+def sample(
+    logits: torch.Tensor, seeds: list[bytes], positions: torch.Tensor, settings: SamplingSettings
+) -> torch.Tensor:
+    """Returns the seeded sample of each row of `logits` [B, V] at its completion position: tokens [B]."""
+    noise = gumbel_noise(seeds, positions, logits.shape[-1], logits.device)
+    return (filtered_scores(logits, settings) + noise).argmax(dim=-1)
+
+
+@dataclass
+class SamplingReplay:
+    """How a completion compares with the tokens its seed gives under some logits."""
+
+    tokens: int
+    mismatches: list[int] = field(default_factory=list)  # completion positions that disagree
+    margins: list[float] = field(default_factory=list)  # replay winner's score minus the claimed token's
+
+    @property
+    def largest_margin(self) -> float:
+        """The widest disagreement (0 when none): a near tie is small, a forged token large or infinite."""
+        return max(self.margins, default=0.0)
+
+
+def replay(logits: torch.Tensor, seed: bytes, tokens: list[int], settings: SamplingSettings) -> SamplingReplay:
+    """Replays one completion's sampling from its logits [n, V] (row t scored token t)."""
+    return replay_many([logits], [seed], [tokens], settings)[0]
+
+
+def replay_many(
+    logits: list[torch.Tensor], seeds: list[bytes], tokens: list[list[int]], settings: SamplingSettings
+) -> list[SamplingReplay]:
+    """Replays many completions at once (one pass over all their rows): each logits [n_i, V] with its
+    seed and its n_i claimed tokens."""
+    import torch
+
+    for rows, claimed in zip(logits, tokens, strict=True):
+        if rows.shape[0] != len(claimed):
+            raise ValueError(f"{rows.shape[0]} rows of logits for {len(claimed)} tokens")
+    if not logits:
+        return []
+    stacked = torch.cat(logits)  # [sum n_i, V]
+    row_seeds = [seed for seed, claimed in zip(seeds, tokens, strict=True) for _ in claimed]
+    positions = torch.cat([torch.arange(len(claimed), dtype=torch.int64) for claimed in tokens])
+    perturbed = filtered_scores(stacked, settings) + gumbel_noise(
+        row_seeds, positions, stacked.shape[-1], stacked.device
+    )
+    winners = perturbed.argmax(dim=-1)
+    claimed_all = torch.tensor([t for claimed in tokens for t in claimed], dtype=torch.int64, device=stacked.device)
+    results = [SamplingReplay(tokens=len(claimed)) for claimed in tokens]
+    owner = [index for index, claimed in enumerate(tokens) for _ in claimed]
+    offsets = torch.cumsum(torch.tensor([0] + [len(c) for c in tokens]), 0).tolist()
+    for row in torch.nonzero(winners != claimed_all).flatten().tolist():
+        margin = float(perturbed[row, winners[row]] - perturbed[row, claimed_all[row]])
+        result = results[owner[row]]
+        result.mismatches.append(row - offsets[owner[row]])
+        result.margins.append(margin)
+    return results

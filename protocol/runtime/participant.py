@@ -1,0 +1,125 @@
+"""What every staked role's loop holds (the contracts, its signer, a store, a reporter) and does
+alike (its state file, collecting its credits)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from protocol.accounts import Signer
+from protocol.artifacts.store import Store
+from protocol.chain.client import Crucible, Deadlines, RoundState
+from protocol.config import crucible_home
+from protocol.errors import ContractRevert, RpcUnreachable
+from protocol.runtime.reporter import Reporter
+
+MAX_OUTAGE_BACKOFF_S = 10.0
+# Red-team modes run here only, unless forced.
+DEVNET_CHAIN_ID = 31337
+# Reverts that mean another participant already took a permissionless step, or a window just
+# closed: nothing to do.
+RACED_REVERTS = {
+    "MarketOutsideWindow",
+    "MarketRoundFinalised",
+    "MarketOpenDisputes",
+    "MarketAlreadySettled",
+    "MarketDisputeNotOpen",
+    "MarketDisputeVotingOpen",
+    "MarketAlreadyProposed",
+    "MarketAlreadyVoted",
+    "MarketAlreadyDisputed",
+    "MarketNoCommittee",
+    "MarketWrongRound",
+    "MarketTaskEnded",
+    "MarketNothingToClaim",
+}
+
+
+class Participant:
+    """One identity taking part in one task."""
+
+    def __init__(self, crucible: Crucible, signer: Signer, store: Store, reporter: Reporter, task_id: int) -> None:
+        self.crucible = crucible
+        self.signer = signer
+        self.store = store
+        self.reporter = reporter
+        self.task_id = task_id
+        self.address = signer.address
+
+    def poll_until(self, one_pass: Callable[[], bool], poll_s: float) -> None:
+        """Runs `one_pass` every `poll_s` until it returns True. An RPC outage (after the provider's own
+        retries) is reported and waited out with a growing pause: every pass reads its duties from the
+        chain again, so work interrupted mid-way is found done, or redone, but never sent twice."""
+        pause = poll_s
+        while True:
+            try:
+                if one_pass():
+                    return
+                pause = poll_s
+            except RpcUnreachable as error:
+                pause = min(max(pause, poll_s) * 2, MAX_OUTAGE_BACKOFF_S)
+                self.reporter.event("rpc_unreachable", reason=str(error), retry_in_s=pause)
+            time.sleep(pause)
+
+    def state_file(self, role: str) -> Path:
+        """This identity's state file for the task: `$CRUCIBLE_HOME/<role>/<chain>-<market>-<task>-<address>.json`."""
+        chain_id = self.crucible.chain.chain_id
+        market = self.crucible.deployment.TaskMarket
+        return crucible_home() / role / f"{chain_id}-{market}-{self.task_id}-{self.address}.json"
+
+    @contextmanager
+    def racing(self, step: str, **fields: Any) -> Iterator[None]:
+        """Runs a step others may take first, or one whose window may close while it is sent: a revert
+        that says so (in `RACED_REVERTS`) is one `raced` line, and the loop carries on. Any other revert
+        propagates."""
+        try:
+            yield
+        except ContractRevert as error:
+            if error.name not in RACED_REVERTS:
+                raise
+            self.reporter.event("raced", step=step, revert=error.name, **fields)
+
+    def lands_before(self, deadline: int, step: str, **fields: Any) -> bool:
+        """Whether a transaction sent now can be mined before `deadline` (its window's end, exclusive);
+        when the next block may fall after it, says so in one `too_late` line and returns False."""
+        lands_by = self.crucible.chain.lands_by()
+        if lands_by < deadline:
+            return True
+        self.reporter.event("too_late", step=step, deadline=deadline, next_block_by=lands_by, **fields)
+        return False
+
+    def keep_round(self, round_index: int, state: RoundState, deadlines: Deadlines, now: int) -> bool:
+        """Takes the round's permissionless step nobody took yet: fixes its check seed once the
+        submission window closed, or finalises it after the challenge window with no dispute open.
+        Returns whether this identity sent one (False when another raced it there)."""
+        if deadlines.submit <= now < deadlines.validate and state.check_seed == bytes(32) and state.submission_count:
+            with self.racing("fix_check_seed", round=round_index):
+                self.crucible.fix_check_seed(self.signer, self.task_id)
+                self.reporter.event("check_seed_fixed", round=round_index)
+                return True
+        elif now >= deadlines.challenge and not state.finalised and state.open_disputes == 0:
+            with self.racing("finalise_round", round=round_index):
+                self.crucible.finalise_round(self.signer, self.task_id)
+                self.reporter.event("round_finalised", round=round_index)
+                return True
+        return False
+
+    def settle(self, submission: int) -> None:
+        """Settles a submission of a finalised round unless it is settled (or another settles it first)."""
+        if not self.crucible.submission(submission).settled:
+            with self.racing("settle", submission=str(submission)):
+                self.crucible.settle(self.signer, submission)
+
+    def claim_credits(self) -> int:
+        """Withdraws whatever the market credited this identity; returns the amount (0: nothing)."""
+        credit = self.crucible.credit_of(self.address)
+        if not credit:
+            return 0
+        with self.racing("claim"):  # another process of the same key claimed it first
+            claimed = self.crucible.claim(self.signer)
+            self.reporter.event("claimed", amount_wei=str(credit))
+            return claimed
+        return 0

@@ -1,0 +1,61 @@
+"""What a trainer's work for a round is, as a function of chain values: the prompts it must answer,
+the seed of each completion, and the sequences its update learns from. Trainers produce work with
+these; validators and auditors check it with the same functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.ml.envs.base import Problem
+from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.seeds import prompt_seed, sample_seed
+from protocol.ml.training import TrainingSequence, group_advantages
+from protocol.work.rollouts import RolloutFile
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """Where a piece of work belongs: chain, market, task, round, node, and what the round fixed."""
+
+    chain_id: int
+    market: str
+    task_id: int
+    round_index: int
+    node: str
+    work_seed: bytes
+    checkpoint_cid: str
+    env_cid: str
+
+    def prompts_seed(self) -> bytes:
+        """The seed of this node's prompts in this round."""
+        return prompt_seed(self.task_id, self.round_index, self.node, self.work_seed)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One completion the node owes: which problem, which sample of its group, and its sampling seed."""
+
+    prompt_index: int
+    sample_index: int
+    problem: Problem
+    seed: bytes
+
+
+def assigned_slots(spec: EnvSpec, context: RoundContext) -> list[Slot]:
+    """Every completion a node owes in a round, prompt by prompt, sample by sample."""
+    seed = context.prompts_seed()
+    problems = spec.env().problems(seed, spec.training.prompts_per_round)
+    return [
+        Slot(prompt_index, sample_index, problem, sample_seed(seed, prompt_index, sample_index))
+        for prompt_index, problem in enumerate(problems)
+        for sample_index in range(spec.training.group_size)
+    ]
+
+
+def training_sequences(rollouts: RolloutFile, spec: EnvSpec) -> list[TrainingSequence]:
+    """The sequences a rollout file's update learns from, with group-normalised advantages of its rewards."""
+    advantages = group_advantages([sample.reward for sample in rollouts.samples], spec.training.group_size)
+    return [
+        TrainingSequence(sample.prompt_ids, sample.completion_ids, advantage)
+        for sample, advantage in zip(rollouts.samples, advantages, strict=True)
+    ]
