@@ -30,16 +30,15 @@ from auditor.index import Event, EventIndex
 from auditor.money import money_check
 from auditor.report import Finding, RoundAudit, SubmissionAudit, TaskAudit, Vote
 from protocol.artifacts.fetch import RelayStore
-from protocol.artifacts.manifest import load_state_dict
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import assigned_indices, is_sampled
 from protocol.chain.client import Crucible
 from protocol.chain.ids import decode_submission_id
 from protocol.errors import ConfigError, CrucibleError, OwnFault
-from protocol.ml.aggregation import publish_next_checkpoint
+from protocol.ml.aggregation import load_included_updates, publish_next_checkpoint
 from protocol.ml.envs.spec import EnvSpec, parse_spec
 from protocol.ml.evaluation import evaluate
-from protocol.ml.model import LoadedModel, load_checkpoint
+from protocol.ml.model import ModelCache
 from protocol.work.checks import Claim, Verdict, claim_of, stored_artifacts, verify_submission
 from protocol.work.evidence import parse_evidence
 from protocol.work.round import RoundContext
@@ -57,7 +56,7 @@ class Auditor:
         self.device = device
         self.rerun = rerun
         self._specs: dict[str, EnvSpec] = {}
-        self._model: LoadedModel | None = None
+        self.models = ModelCache(store, device)
 
     # ------------------------------------------------------------ what the chain said
 
@@ -84,11 +83,6 @@ class Auditor:
         """The task's validators by slot, as the market numbers them."""
         joined = sorted(self.index.events("ValidatorJoined", task=task_id), key=lambda e: int(e.args["index"]))
         return [str(e.args["validator"]) for e in joined]
-
-    def _load(self, checkpoint_cid: str) -> LoadedModel:
-        if self._model is None or self._model.checkpoint_cid != checkpoint_cid:
-            self._model = load_checkpoint(checkpoint_cid, self.store, self.device)
-        return self._model
 
     # ------------------------------------------------------------ submissions
 
@@ -189,12 +183,11 @@ class Auditor:
         checkpoint_cid = self.checkpoint_cids(task_id).get(digest)
         if checkpoint_cid is None:
             raise ConfigError(f"no event names the checkpoint of task {task_id} round {round_index}")
-        context = RoundContext(
-            chain_id=self.crucible.chain.chain_id,
-            market=self.crucible.deployment.TaskMarket,
-            task_id=task_id,
-            round_index=round_index,
-            node=trainer,
+        context = RoundContext.of(
+            self.crucible,
+            task_id,
+            round_index,
+            trainer,
             work_seed=bytes.fromhex(str(opened[0].args["workSeed"])[2:]),
             checkpoint_cid=checkpoint_cid,
             env_cid=str(self.created(task_id).args["envCid"]),
@@ -203,7 +196,7 @@ class Auditor:
 
     def _rerun(self, submission: int) -> Verdict:
         claim = self.claim(submission)
-        loaded = self._load(claim.context.checkpoint_cid)
+        loaded = self.models.get(claim.context.checkpoint_cid)
         spec = self.spec(claim.context.env_cid)
         return verify_submission(claim, spec, loaded, stored_artifacts(claim, self.store, self.device))
 
@@ -289,19 +282,12 @@ class Auditor:
         if next_digest != "0x" + keccak(text=audit.agreed_cid).hex():
             audit.findings.append(Finding("checkpoint", f"the round finalised on {next_digest}, not the agreed CID"))
         spec = self.spec(str(created.args["envCid"]))
-        loaded = self._load(audit.checkpoint_cid)
-        updates = []
-        for submission in audit.submissions:
-            if submission.rejected:
-                continue
-            try:
-                updates.append(
-                    (submission.submission, load_state_dict(submission.update_cid, self.store, device=self.device))
-                )
-            except OwnFault:
-                raise  # the auditor's own fault: `round` notes it
-            except CrucibleError as error:
-                audit.findings.append(Finding("artifact", f"included update {submission.update_cid}: {error}"))
+        loaded = self.models.get(audit.checkpoint_cid)
+        included = [(s.submission, s.update_cid) for s in audit.submissions if not s.rejected]
+        # The auditor's own fault propagates (`round` notes it); an unservable update is a finding.
+        updates, unavailable = load_included_updates(included, self.store, self.device)
+        for _, update_cid, error in unavailable:
+            audit.findings.append(Finding("artifact", f"included update {update_cid}: {error}"))
         # Written where this auditor keeps its own files: relays take uploads only from staked signers.
         local = self.store.cache if isinstance(self.store, RelayStore) else self.store
         audit.recomputed_cid = publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, local)
@@ -319,7 +305,7 @@ class Auditor:
         cached = self.index.evaluation(checkpoint_cid)
         if cached is not None:
             return cached
-        loaded = self._load(checkpoint_cid)
+        loaded = self.models.get(checkpoint_cid)
         result = evaluate(loaded.model, loaded.tokenizer, self.spec(env_cid))
         self.index.record_evaluation(checkpoint_cid, result.accuracy, result.sampled_accuracy, result.problems)
         return result.accuracy, result.sampled_accuracy

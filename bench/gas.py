@@ -83,7 +83,12 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).challenge)
     record("finaliseRound", crucible.finalise_round(dev[0], task_id))
     for sid in ids:
-        record("settle", crucible.settle(dev[0], sid))
+        # settle's cost follows its path (slash and finder share, validators paid or not), and which
+        # path a submission takes follows the round's check seed: label each by its path so runs
+        # with different seeds (and builds before and after a change) compare like with like.
+        state = crucible.submission(sid)
+        path = "rejected" if state.rejected else "accepted, checked" if state.voted_mask else "accepted, unchecked"
+        record(f"settle ({path}{', disputed' if state.disputed else ''})", crucible.settle(dev[0], sid))
     for signer in dev[1:9]:
         if crucible.credit_of(signer.address):
             record("claim", chain.transact(crucible.market.functions.claim(), signer))

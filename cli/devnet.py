@@ -13,6 +13,7 @@ from protocol.chain import devnet
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import DEFAULT_UNBONDING_S, DEVNET_UNBONDING_S, Deployment, deploy, is_live
 from protocol.config import devnet_settings
+from protocol.errors import ConfigError
 from protocol.values import format_tokens
 
 app = typer.Typer(no_args_is_help=True, help="Start, stop and inspect the local Anvil devnet.")
@@ -22,8 +23,11 @@ JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
 def _ensure_deployed(chain: Chain, path: Path) -> tuple[Deployment, bool]:
     if path.exists():
-        existing = Deployment.load(path)
-        if is_live(chain, existing):
+        try:
+            existing: Deployment | None = Deployment.load(path)
+        except ConfigError:
+            existing = None  # the devnet's own address book, from an older build: deploy afresh
+        if existing is not None and is_live(chain, existing):
             return existing, False
     settings = devnet_settings()
     deployer = load_signer("dev0")
@@ -51,6 +55,7 @@ def up(
         "DevToken": deployment.DevToken,
         "StakeManager": deployment.StakeManager,
         "TaskMarket": deployment.TaskMarket,
+        "TaskMarketLens": deployment.TaskMarketLens,
     }
     if json_output:
         emit_json(
@@ -158,6 +163,7 @@ def deploy_command(
                     ("Token", deployment.Token),
                     ("StakeManager", deployment.StakeManager),
                     ("TaskMarket", deployment.TaskMarket),
+                    ("TaskMarketLens", deployment.TaskMarketLens),
                     ("address book", path),
                 ],
             )

@@ -29,6 +29,7 @@ def run(
     from protocol.artifacts.backends import open_store
     from protocol.ml.model import checked_device
     from protocol.runtime.reporter import Reporter
+    from validator.adversary import adversary_of
     from validator.runner import Validator, ValidatorOptions
 
     if rounds is not None and rounds < 1:
@@ -40,7 +41,7 @@ def run(
         rounds=rounds,
         device=checked_device(device),
         poll_s=poll,
-        adversary=adversary,
+        adversary=adversary_of(adversary),
         force_adversary=force_adversary,
         dispute=dispute,
     )

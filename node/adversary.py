@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from eth_utils import keccak
@@ -19,6 +19,7 @@ from protocol.ml.generation import Generated, generate
 from protocol.ml.inference import prefill
 from protocol.ml.model import LoadedModel
 from protocol.ml.tokenizer import completion_text, prompt_ids
+from protocol.runtime.journal import RoundRecord
 from protocol.work.rollouts import RolloutFile
 from protocol.work.round import RoundContext, Slot
 
@@ -26,16 +27,6 @@ if TYPE_CHECKING:
     import torch
 
 POISON_SCALE = 20.0  # how much the poisoned-update adversary amplifies its reversed update
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A submission ready to send: its CIDs, work units and proofs digest."""
-
-    rollout_cid: str
-    update_cid: str
-    work_units: int
-    proofs_digest: bytes
 
 
 class Adversary:
@@ -64,8 +55,8 @@ class Adversary:
         return update
 
     def choose_submission(
-        self, prepared: Prepared, others: Callable[[], list[dict[str, Any]]], earlier: list[Prepared]
-    ) -> Prepared | None:
+        self, prepared: RoundRecord, others: Callable[[], list[dict[str, Any]]], earlier: list[RoundRecord]
+    ) -> RoundRecord | None:
         """What to submit: `others()` lists this round's other submissions, `earlier` this node's own
         earlier ones. None: nothing to submit yet (ask again)."""
         return prepared
@@ -177,14 +168,17 @@ class Copied(Adversary):
     description = "waits for another node's submission in the round and submits its CIDs as its own"
 
     def choose_submission(
-        self, prepared: Prepared, others: Callable[[], list[dict[str, Any]]], earlier: list[Prepared]
-    ) -> Prepared | None:
+        self, prepared: RoundRecord, others: Callable[[], list[dict[str, Any]]], earlier: list[RoundRecord]
+    ) -> RoundRecord | None:
         found = others()
         if not found:
             return None
         first = found[0]
-        return Prepared(
-            str(first["rolloutCid"]), str(first["updateCid"]), int(first["workUnits"]), prepared.proofs_digest
+        return replace(
+            prepared,
+            rollout_cid=str(first["rolloutCid"]),
+            update_cid=str(first["updateCid"]),
+            work_units=int(first["workUnits"]),
         )
 
 
@@ -193,8 +187,8 @@ class Replay(Adversary):
     description = "resubmits its own submission of an earlier round (honest in its first round)"
 
     def choose_submission(
-        self, prepared: Prepared, others: Callable[[], list[dict[str, Any]]], earlier: list[Prepared]
-    ) -> Prepared | None:
+        self, prepared: RoundRecord, others: Callable[[], list[dict[str, Any]]], earlier: list[RoundRecord]
+    ) -> RoundRecord | None:
         return earlier[0] if earlier else prepared
 
 

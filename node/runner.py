@@ -5,22 +5,22 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from node.adversary import Adversary, Prepared
+from node.adversary import Adversary
 from node.work import Progress, RoundWork, produce_work
 from protocol.accounts import Signer
 from protocol.artifacts.manifest import save_state_dict
 from protocol.artifacts.store import LocalStore, Store
 from protocol.chain.client import Crucible, Role
 from protocol.chain.ids import submission_id
-from protocol.errors import ConfigError, ContractRevert
-from protocol.ml.envs.spec import EnvSpec, parse_spec
-from protocol.ml.model import LoadedModel, load_checkpoint
-from protocol.runtime.journal import Journal, RoundRecord, Status
-from protocol.runtime.participant import DEVNET_CHAIN_ID, Participant
+from protocol.errors import ContractRevert
+from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.model import ModelCache
+from protocol.runtime.journal import Journal, RoundRecord
+from protocol.runtime.participant import Participant
 from protocol.runtime.reporter import Reporter
 from protocol.work.round import RoundContext
 
@@ -63,7 +63,7 @@ class TrainerNode(Participant):
         super().__init__(crucible, signer, store, reporter, options.task_id)
         self.options = options
         self.journal = Journal(self.state_file("node"))
-        self._model: LoadedModel | None = None
+        self.models = ModelCache(self.store, options.device)
         self._last_work_s: float | None = None
         self.summary = NodeSummary()
 
@@ -71,23 +71,10 @@ class TrainerNode(Participant):
 
     def check_ready(self) -> EnvSpec:
         """Refuses to start when the node cannot take part; returns the task's environment spec."""
-        chain_id = self.crucible.chain.chain_id
-        if self.options.adversary and chain_id != DEVNET_CHAIN_ID and not self.options.force_adversary:
-            raise ConfigError(
-                f"refusing to run adversary {self.options.adversary.name} on chain {chain_id}: "
-                f"red-team mode is for the devnet ({DEVNET_CHAIN_ID}); pass --force-adversary to override"
-            )
-        task = self.crucible.task(self.options.task_id)
-        account = self.crucible.stake_account(self.address)
-        if account.staked and account.role != Role.TRAINER:
-            raise ConfigError(f"{self.address} is staked as a {account.role.name.lower()}, not as a trainer")
-        if account.free < task.min_trainer_stake:
-            raise ConfigError(
-                f"{self.address} has {account.free} free stake (wei); task {self.options.task_id} needs "
-                f"{task.min_trainer_stake}: run `crucible stake deposit --role trainer` first"
-            )
-        _, env_cid = self.crucible.task_cids(self.options.task_id)
-        return parse_spec(self.store.get(env_cid), env_cid)
+        adversary = self.options.adversary
+        self.refuse_red_team_off_devnet(adversary.name if adversary else None, self.options.force_adversary)
+        self.check_stake(Role.TRAINER, self.crucible.task(self.options.task_id).min_trainer_stake)
+        return self.task_spec()
 
     # ------------------------------------------------------------ loop
 
@@ -146,7 +133,7 @@ class TrainerNode(Participant):
         if self.crucible.submitted(self.options.task_id, round_index, self.address) is None:
             self.reporter.event("resubmitting", round=round_index, reason="the chain no longer holds the submission")
             self.crucible.chain.forget_nonce(self.address)
-            self.journal.record(round_index, replace(record, status="prepared", reason="dropped by a reorg"))
+            self.journal.record(round_index, record.now("prepared", "dropped by a reorg"))
             if round_index in self.summary.submitted:
                 self.summary.submitted.remove(round_index)
 
@@ -174,30 +161,17 @@ class TrainerNode(Participant):
                 )
             prepared = self._prepare(round_index, spec)
         else:
-            prepared = Prepared(
-                record.rollout_cid, record.update_cid, record.work_units, bytes.fromhex(record.proofs_digest)
-            )
+            prepared = record
             self.reporter.event("resumed", round=round_index, rollout_cid=prepared.rollout_cid)
         self._submit(round_index, prepared, deadline)
 
-    def _prepare(self, round_index: int, spec: EnvSpec) -> Prepared:
+    def _prepare(self, round_index: int, spec: EnvSpec) -> RoundRecord:
         task_id = self.options.task_id
         started = time.perf_counter()
         checkpoint_cid = self.crucible.checkpoint_cid(task_id, round_index)
-        _, env_cid = self.crucible.task_cids(task_id)
-        state = self.crucible.round(task_id, round_index)
         self.reporter.event("round_opened", round=round_index, checkpoint_cid=checkpoint_cid)
-        loaded = self._load(checkpoint_cid)
-        context = RoundContext(
-            chain_id=self.crucible.chain.chain_id,
-            market=self.crucible.deployment.TaskMarket,
-            task_id=task_id,
-            round_index=round_index,
-            node=self.address,
-            work_seed=state.work_seed,
-            checkpoint_cid=checkpoint_cid,
-            env_cid=env_cid,
-        )
+        loaded = self.models.get(checkpoint_cid)
+        context = RoundContext.of(self.crucible, task_id, round_index, self.address, checkpoint_cid=checkpoint_cid)
         completions = spec.training.prompts_per_round * spec.training.group_size
         # At most this many steps: sequences with no advantage are left out of the update.
         steps = spec.training.inner_steps * -(-completions // (spec.training.minibatch_size or completions))
@@ -215,7 +189,7 @@ class TrainerNode(Participant):
             )
         prepared = self._publish(work, checkpoint_cid)
         self._last_work_s = time.perf_counter() - started
-        self.journal.record(round_index, _record("prepared", prepared))
+        self.journal.record(round_index, prepared)
         rewards = [sample.reward for sample in work.rollouts.samples]
         self.reporter.event(
             "prepared",
@@ -230,12 +204,7 @@ class TrainerNode(Participant):
         )
         return prepared
 
-    def _load(self, checkpoint_cid: str) -> LoadedModel:
-        if self._model is None or self._model.checkpoint_cid != checkpoint_cid:
-            self._model = load_checkpoint(checkpoint_cid, self.store, self.options.device)
-        return self._model
-
-    def _publish(self, work: RoundWork, checkpoint_cid: str) -> Prepared:
+    def _publish(self, work: RoundWork, checkpoint_cid: str) -> RoundRecord:
         """Stores the rollout file and the update manifest (a withholding node computes CIDs only)."""
 
         withhold = self.options.adversary is not None and not self.options.adversary.stores_artifacts
@@ -243,14 +212,15 @@ class TrainerNode(Participant):
             target: Store = LocalStore(Path(scratch)) if withhold else self.store
             rollout_cid = target.put(work.rollouts.to_bytes())
             update_cid = save_state_dict(work.update, target, "update", parent=checkpoint_cid)
-        return Prepared(rollout_cid, update_cid, work.rollouts.work_units, work.rollouts.proofs_digest())
+        digest = work.rollouts.proofs_digest().hex()
+        return RoundRecord("prepared", rollout_cid, update_cid, work.rollouts.work_units, digest)
 
-    def _submit(self, round_index: int, prepared: Prepared, deadline: int) -> None:
+    def _submit(self, round_index: int, prepared: RoundRecord, deadline: int) -> None:
         task_id = self.options.task_id
-        choice: Prepared | None = prepared
+        choice: RoundRecord | None = prepared
         if self.options.adversary:
             earlier = [
-                Prepared(r.rollout_cid, r.update_cid, r.work_units, bytes.fromhex(r.proofs_digest))
+                r
                 for index, r in sorted(self.journal.rounds.items())
                 if index < round_index and r.status in ("submitted", "settled") and r.rollout_cid
             ]
@@ -275,15 +245,15 @@ class TrainerNode(Participant):
                 choice.rollout_cid,
                 choice.update_cid,
                 choice.work_units,
-                choice.proofs_digest,
+                choice.digest(),
             )
         except ContractRevert as error:
             if error.name == "MarketDuplicateSubmission":
-                return self.journal.record(round_index, _record("submitted", choice, "found on chain"))
+                return self.journal.record(round_index, choice.now("submitted", "found on chain"))
             if error.name == "MarketOutsideWindow":
                 return self._skip(round_index, "the submission window closed while sending")
             raise
-        self.journal.record(round_index, _record("submitted", choice))
+        self.journal.record(round_index, choice.now("submitted"))
         self.summary.submitted.append(round_index)
         self.reporter.event(
             "submitted",
@@ -336,13 +306,6 @@ class TrainerNode(Participant):
             submission = submission_id(task_id, round_index, self.address)
             self.settle(submission)
             record = self.journal.rounds[round_index]
-            record.status = "settled"
-            self.journal.record(round_index, record)
+            self.journal.record(round_index, record.now("settled", record.reason))
             self.reporter.event("settled", round=round_index, rejected=self.crucible.submission(submission).rejected)
         self.summary.claimed_wei += self.claim_credits()
-
-
-def _record(status: Status, prepared: Prepared, reason: str = "") -> RoundRecord:
-    """A journal record of a prepared or sent submission."""
-    digest = prepared.proofs_digest.hex()
-    return RoundRecord(status, prepared.rollout_cid, prepared.update_cid, prepared.work_units, digest, reason)

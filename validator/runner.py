@@ -17,27 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from protocol.accounts import Signer
-from protocol.artifacts.manifest import load_state_dict
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import aggregator_indices, assigned_indices, is_sampled
 from protocol.chain.client import Crucible, Role, SubmissionState
 from protocol.chain.ids import submission_id
-from protocol.errors import ConfigError, CrucibleError, OwnFault
+from protocol.errors import ConfigError, OwnFault
 from protocol.files import write_json_atomic
-from protocol.ml.aggregation import publish_next_checkpoint
-from protocol.ml.envs.spec import EnvSpec, parse_spec
-from protocol.ml.model import LoadedModel, load_checkpoint
-from protocol.runtime.participant import DEVNET_CHAIN_ID, Participant
+from protocol.ml.aggregation import load_included_updates, publish_next_checkpoint
+from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.model import ModelCache
+from protocol.runtime.participant import Participant
 from protocol.runtime.reporter import Reporter
-from protocol.work.checks import CheckResult, Claim, Verdict, claim_of, stored_artifacts, verify_submission
+from protocol.work.checks import Claim, Verdict, claim_of, stored_artifacts, verify_submission
 from protocol.work.evidence import evidence_bytes, evidence_document
 from protocol.work.round import RoundContext
+from validator.adversary import ValidatorAdversary
 
 # Red-team validators for devnets: they attest without checking.
-ADVERSARIES = {
-    "lazy": "attests every submission valid without checking it",
-    "liar": "attests every submission invalid without checking it",
-}
 # A check the validator could not run for a fault of its own is tried again after this pause, doubled
 # each time up to the cap, until the next try could not land before the window closes: then it abstains.
 RETRY_FIRST_S = 2.0
@@ -52,7 +48,7 @@ class ValidatorOptions:
     rounds: int | None = None
     device: str = "cpu"
     poll_s: float = 1.0
-    adversary: str | None = None
+    adversary: ValidatorAdversary | None = None
     force_adversary: bool = False
     dispute: bool = True
 
@@ -109,7 +105,7 @@ class Validator(Participant):
         self.options = options
         self.journal = VerdictJournal(self.state_file("validator"))
         self.summary = ValidatorSummary()
-        self._model: LoadedModel | None = None
+        self.models = ModelCache(self.store, options.device)
         self._proposals: dict[tuple[int, tuple[int, ...]], str] = {}
         self._seen_rounds: set[int] = set()
         self._closed_rounds: set[int] = set()  # final and every submission settled: nothing left to do
@@ -119,32 +115,18 @@ class Validator(Participant):
 
     def check_ready(self) -> EnvSpec:
         """Refuses to start when the validator cannot take part; joins the task when not yet joined."""
-        chain_id = self.crucible.chain.chain_id
-        if self.options.adversary is not None:
-            if self.options.adversary not in ADVERSARIES:
-                raise ConfigError(f"unknown validator adversary {self.options.adversary!r}: one of lazy, liar")
-            if chain_id != DEVNET_CHAIN_ID and not self.options.force_adversary:
-                raise ConfigError(
-                    f"refusing to run adversary {self.options.adversary} on chain {chain_id}: red-team mode is "
-                    f"for the devnet ({DEVNET_CHAIN_ID}); pass --force-adversary to override"
-                )
+        adversary = self.options.adversary
+        self.refuse_red_team_off_devnet(adversary.name if adversary else None, self.options.force_adversary)
         task_id = self.options.task_id
         task = self.crucible.task(task_id)
         if task.ended:
             raise ConfigError(f"task {task_id} has ended")
-        account = self.crucible.stake_account(self.address)
-        if account.staked and account.role != Role.VALIDATOR:
-            raise ConfigError(f"{self.address} is staked as a {account.role.name.lower()}, not as a validator")
-        if self.address not in self.crucible.validators_of(task_id):
-            if account.free < task.min_validator_stake:
-                raise ConfigError(
-                    f"{self.address} has {account.free} free stake (wei); task {task_id} needs "
-                    f"{task.min_validator_stake}: run `crucible stake deposit --role validator` first"
-                )
+        joined = self.address in self.crucible.validators_of(task_id)
+        self.check_stake(Role.VALIDATOR, None if joined else task.min_validator_stake)
+        if not joined:
             self.crucible.join_task(self.signer, task_id)
             self.reporter.event("joined", task=task_id)
-        _, env_cid = self.crucible.task_cids(task_id)
-        return parse_spec(self.store.get(env_cid), env_cid)
+        return self.task_spec()
 
     # ------------------------------------------------------------ loop
 
@@ -152,7 +134,12 @@ class Validator(Participant):
         """Does its duties until `rounds` rounds it saw are final, or the task ended."""
         spec = self.check_ready()
         task_id = self.options.task_id
-        self.reporter.event("started", task=task_id, validator=self.address, adversary=self.options.adversary)
+        self.reporter.event(
+            "started",
+            task=task_id,
+            validator=self.address,
+            adversary=self.options.adversary.name if self.options.adversary else None,
+        )
 
         def one_pass() -> bool:
             task = self.crucible.task(task_id)
@@ -296,11 +283,8 @@ class Validator(Participant):
             return bool(known["valid"]), str(known["evidence_cid"])
         self.reporter.event("checking", submission=str(submission), purpose=purpose)
         claim = self._claim_of(event)
-        if self.options.adversary is not None:
-            valid = self.options.adversary == "lazy"
-            verdict = Verdict([CheckResult("none", valid, reason=f"{self.options.adversary} validator: not checked")])
-        else:
-            verdict = self._verify(claim, spec)
+        unchecked = self.options.adversary.verdict() if self.options.adversary else None
+        verdict = unchecked if unchecked is not None else self._verify(claim, spec)
         document = evidence_document(submission, self.address, claim, verdict, purpose)
         evidence_cid = self.store.put(evidence_bytes(document))
         self.journal.record(submission, verdict.valid, evidence_cid, verdict.failed_check)
@@ -314,29 +298,12 @@ class Validator(Participant):
         return verdict.valid, evidence_cid
 
     def _claim_of(self, event: dict[str, Any]) -> Claim:
-        task_id = self.options.task_id
-        round_index = int(event["round"])
-        _, env_cid = self.crucible.task_cids(task_id)
-        context = RoundContext(
-            chain_id=self.crucible.chain.chain_id,
-            market=self.crucible.deployment.TaskMarket,
-            task_id=task_id,
-            round_index=round_index,
-            node=str(event["trainer"]),
-            work_seed=self.crucible.round(task_id, round_index).work_seed,
-            checkpoint_cid=self.crucible.checkpoint_cid(task_id, round_index),
-            env_cid=env_cid,
-        )
+        context = RoundContext.of(self.crucible, self.options.task_id, int(event["round"]), str(event["trainer"]))
         return claim_of(event, context)
 
     def _verify(self, claim: Claim, spec: EnvSpec) -> Verdict:
-        loaded = self._load(claim.context.checkpoint_cid)
+        loaded = self.models.get(claim.context.checkpoint_cid)
         return verify_submission(claim, spec, loaded, stored_artifacts(claim, self.store, self.options.device))
-
-    def _load(self, checkpoint_cid: str) -> LoadedModel:
-        if self._model is None or self._model.checkpoint_cid != checkpoint_cid:
-            self._model = load_checkpoint(checkpoint_cid, self.store, self.options.device)
-        return self._model
 
     # ------------------------------------------------------------ disputes
 
@@ -358,7 +325,11 @@ class Validator(Participant):
 
     def _should_dispute(self, submission: int, state: SubmissionState) -> bool:
         """An acceptance this validator attested invalid (outvoted, or no majority) is disputed."""
-        if not self.options.dispute or self.options.adversary is not None or state.rejected:
+        if (
+            not self.options.dispute
+            or (self.options.adversary and not self.options.adversary.disputes)
+            or state.rejected
+        ):
             return False
         known = self.journal.get(submission)
         if known is None or known["valid"]:
@@ -426,16 +397,12 @@ class Validator(Participant):
 
     def _aggregate(self, round_index: int, included: list[tuple[int, str]], spec: EnvSpec) -> str:
         checkpoint_cid = self.crucible.checkpoint_cid(self.options.task_id, round_index)
-        loaded = self._load(checkpoint_cid)
-        updates = []
-        for submission, update_cid in included:
-            try:
-                updates.append((submission, load_state_dict(update_cid, self.store, device=self.options.device)))
-            except OwnFault:
-                raise  # proposing without it would disagree with every sound aggregator: retried next pass
-            except CrucibleError as error:
-                # An included update nobody serves cannot be aggregated: it is left out (and disputable).
-                self.reporter.event("update_unavailable", submission=str(submission), reason=str(error))
+        loaded = self.models.get(checkpoint_cid)
+        # An own fault propagates (the pass is retried); an update nobody serves sound is left out (and
+        # disputable).
+        updates, unavailable = load_included_updates(included, self.store, self.options.device)
+        for submission, _, error in unavailable:
+            self.reporter.event("update_unavailable", submission=str(submission), reason=str(error))
         return publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, self.store)
 
     # ------------------------------------------------------------ getting paid

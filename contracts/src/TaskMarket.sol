@@ -7,16 +7,17 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
 import {ITaskMarket} from "./interfaces/ITaskMarket.sol";
+import {Draws} from "./libraries/Draws.sol";
+import {Ids} from "./libraries/Ids.sol";
+import {Params} from "./libraries/Params.sol";
 
 /// @title TaskMarket
-/// @notice Crucible's task lifecycle. See {ITaskMarket} and docs/contracts.md.
+/// @notice Crucible's task lifecycle: the state transitions and the money. The draws, ids and
+///         parameter checks are libraries (`libraries/`); views anyone can recompute from this
+///         contract's state are in {TaskMarketLens}. See {ITaskMarket} and docs/contracts.md.
 contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
-
-    uint256 private constant _PPM = 1_000_000;
-    uint256 private constant _BPS = 10_000;
-    uint256 private constant _MAX_COMMITTEE = 16;
 
     /// @notice The bounty token, the same as the stake token.
     IERC20 public immutable token;
@@ -53,7 +54,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         returns (uint256 taskId)
     {
         if (bytes(modelCid).length == 0 || bytes(envCid).length == 0) revert MarketEmptyCid();
-        _checkParams(params);
+        Params.check(params);
         taskId = ++_taskCount;
         Task storage task = _tasks[taskId];
         task.creator = msg.sender;
@@ -114,7 +115,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (task.ended) revert MarketTaskEnded(taskId);
         if (round != task.currentRound) revert MarketWrongRound(taskId, round, task.currentRound);
         Round storage rd = _rounds[taskId][round];
-        uint256 submitDeadline = uint256(rd.openedAt) + task.submitWindow;
+        (uint256 submitDeadline,,) = _deadlines(task, rd);
         if (block.timestamp >= submitDeadline) {
             revert MarketOutsideWindow(block.timestamp, rd.openedAt, submitDeadline);
         }
@@ -122,7 +123,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             revert MarketWorkUnitsOutOfRange(workUnits, task.maxWorkUnits);
         }
         if (bytes(rolloutCid).length == 0 || bytes(updateCid).length == 0) revert MarketEmptyCid();
-        submissionId = _submissionId(taskId, round, msg.sender);
+        submissionId = Ids.submissionId(taskId, round, msg.sender);
         Submission storage sub = _submissions[submissionId];
         if (sub.workUnits != 0) revert MarketDuplicateSubmission(submissionId);
         sub.workUnits = workUnits;
@@ -142,7 +143,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         uint64 workUnits,
         bytes32 proofsDigest
     ) private {
-        bytes32 commitment = _commitment(taskId, round, msg.sender, proofsDigest);
+        bytes32 commitment = Ids.commitment(address(this), taskId, round, msg.sender, proofsDigest);
         emit WorkSubmitted(taskId, round, msg.sender, submissionId, rolloutCid, updateCid, workUnits, commitment);
     }
 
@@ -150,7 +151,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function fixCheckSeed(uint256 taskId) external {
         Task storage task = _existingTask(taskId);
         Round storage rd = _rounds[taskId][task.currentRound];
-        uint256 submitDeadline = uint256(rd.openedAt) + task.submitWindow;
+        (uint256 submitDeadline,,) = _deadlines(task, rd);
         if (block.timestamp < submitDeadline) {
             revert MarketOutsideWindow(block.timestamp, submitDeadline, type(uint256).max);
         }
@@ -159,19 +160,21 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
 
     /// @inheritdoc ITaskMarket
     function attest(uint256 submissionId, bool valid, string calldata evidenceCid) external {
-        (uint256 taskId, uint256 round,) = _decode(submissionId);
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
         Submission storage sub = _existingSubmission(submissionId);
         Task storage task = _tasks[taskId];
         Round storage rd = _rounds[taskId][round];
-        uint256 submitDeadline = uint256(rd.openedAt) + task.submitWindow;
-        uint256 validateDeadline = submitDeadline + task.validateWindow;
+        (uint256 submitDeadline, uint256 validateDeadline,) = _deadlines(task, rd);
         if (block.timestamp < submitDeadline || block.timestamp >= validateDeadline) {
             revert MarketOutsideWindow(block.timestamp, submitDeadline, validateDeadline);
         }
         bytes32 seed = _ensureCheckSeed(taskId, round, rd);
-        if (!_sampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
-        uint256[] memory assigned = _assignedIndices(seed, submissionId, rd.validatorCount, task.validatorsPerCheck);
-        uint256 bit = _slotBit(assigned, _validatorSlot[taskId][msg.sender]);
+        if (!Draws.isSampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
+        uint256[] memory assigned =
+            Draws.assignedIndices(seed, submissionId, rd.validatorCount, task.validatorsPerCheck);
+        uint256 bit = Draws.slotBit(assigned, _validatorSlot[taskId][msg.sender]);
+        // A position bit, not a balance: zero means "not assigned" and nothing else.
+        // slither-disable-next-line incorrect-equality
         if (bit == 0) revert MarketNotAssigned(submissionId, msg.sender);
         if (sub.votedMask & bit != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
         sub.votedMask |= uint16(bit);
@@ -179,7 +182,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         emit Attested(submissionId, msg.sender, valid, evidenceCid);
         if (!valid) {
             sub.invalidMask |= uint16(bit);
-            if (!sub.rejected && 2 * _popcount(sub.invalidMask) > assigned.length) {
+            if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > assigned.length) {
                 sub.rejected = true;
                 rd.includedUnits -= sub.workUnits;
                 emit SubmissionRejected(submissionId);
@@ -191,7 +194,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
 
     /// @inheritdoc ITaskMarket
     function dispute(uint256 submissionId) external nonReentrant {
-        (uint256 taskId, uint256 round, address trainer) = _decode(submissionId);
+        (uint256 taskId, uint256 round, address trainer) = Ids.decode(submissionId);
         Submission storage sub = _existingSubmission(submissionId);
         Task storage task = _tasks[taskId];
         Round storage rd = _rounds[taskId][round];
@@ -203,9 +206,10 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
         if (sub.rejected != (msg.sender == trainer)) revert MarketDisputeSide(submissionId, msg.sender);
         bytes32 seed = _ensureCheckSeed(taskId, round, rd);
-        uint256 assignedCount =
-            _sampled(seed, submissionId, task.sampleRatePpm) ? _min(task.validatorsPerCheck, rd.validatorCount) : 0;
-        if (_min(task.validatorsPerCheck, rd.validatorCount - assignedCount) == 0) {
+        uint256 assignedCount = Draws.isSampled(seed, submissionId, task.sampleRatePpm)
+            ? Draws.min(task.validatorsPerCheck, rd.validatorCount)
+            : 0;
+        if (Draws.min(task.validatorsPerCheck, rd.validatorCount - assignedCount) == 0) {
             revert MarketNoCommittee(submissionId);
         }
         sub.disputed = true;
@@ -230,10 +234,12 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             // The committee comes from the hash of the block that included the dispute: it did not
             // exist when the disputer sent it.
             if (block.number <= d.filedBlock) revert MarketNoCommittee(submissionId);
-            d.seed = _disputeSeed(d, submissionId);
+            d.seed = Draws.disputeSeedAt(d.filedBlock, submissionId);
         }
-        (uint256 taskId,,) = _decode(submissionId);
-        uint256 bit = _slotBit(_committeeIndices(submissionId, d.seed), _validatorSlot[taskId][msg.sender]);
+        uint256 taskId = Ids.taskOf(submissionId);
+        uint256 bit = Draws.slotBit(_committeeIndices(submissionId, d.seed), _validatorSlot[taskId][msg.sender]);
+        // A position bit, not a balance: zero means "not assigned" and nothing else.
+        // slither-disable-next-line incorrect-equality
         if (bit == 0) revert MarketNotAssigned(submissionId, msg.sender);
         if (d.votedMask & bit != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
         d.votedMask |= uint16(bit);
@@ -254,7 +260,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         d.upheld = upheld;
         bool rejected = _closeDispute(submissionId, upheld);
         emit DisputeResolved(submissionId, upheld, rejected);
-        (uint256 taskId,,) = _decode(submissionId);
+        uint256 taskId = Ids.taskOf(submissionId);
         if (d.claimValid ? decidedInvalid : decidedValid) {
             // The committee confirmed the outcome: the bond pays its majority.
             uint256 sideMask = d.claimValid ? d.votedMask & ~d.validMask : d.validMask;
@@ -272,14 +278,14 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     {
         committee = d.seed == 0 ? new uint256[](0) : _committeeIndices(submissionId, d.seed);
         uint256 size = committee.length;
-        decidedValid = size != 0 && 2 * _popcount(d.validMask) > size;
-        decidedInvalid = size != 0 && 2 * _popcount(d.votedMask & ~d.validMask) > size;
+        decidedValid = size != 0 && 2 * Draws.popcount(d.validMask) > size;
+        decidedInvalid = size != 0 && 2 * Draws.popcount(d.votedMask & ~d.validMask) > size;
     }
 
     /// @dev Closes the round's dispute and, when upheld, flips the submission's outcome. Returns
     ///      whether the submission ends up rejected.
     function _closeDispute(uint256 submissionId, bool upheld) private returns (bool rejected) {
-        (uint256 taskId, uint256 round,) = _decode(submissionId);
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
         Round storage rd = _rounds[taskId][round];
         Submission storage sub = _submissions[submissionId];
         rd.openDisputes -= 1;
@@ -308,8 +314,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             revert MarketOutsideWindow(block.timestamp, validateDeadline, type(uint256).max);
         }
         bytes32 seed = _ensureCheckSeed(taskId, round, rd);
-        uint256[] memory aggregators = _aggregatorIndices(seed, rd.validatorCount, task.validatorsPerCheck);
-        if (_slotBit(aggregators, _validatorSlot[taskId][msg.sender]) == 0) {
+        uint256[] memory aggregators = Draws.aggregatorIndices(seed, rd.validatorCount, task.validatorsPerCheck);
+        // slither-disable-next-line incorrect-equality
+        if (Draws.slotBit(aggregators, _validatorSlot[taskId][msg.sender]) == 0) {
             revert MarketNotAggregator(taskId, round, msg.sender);
         }
         bytes32 voterKey = keccak256(abi.encode(taskId, round, rd.checkpointEpoch, msg.sender));
@@ -342,7 +349,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         uint256 budget = task.bounty / task.rounds;
         // slither-disable-next-line divide-before-multiply
         if (round == task.rounds - 1) budget = task.bounty - budget * (task.rounds - 1);
-        uint256 feeBudget = budget * task.validatorFeeBps / _BPS;
+        uint256 feeBudget = budget * task.validatorFeeBps / Params.BPS;
         uint256 trainerBudget = budget - feeBudget;
         uint256 unallocated = 0;
         if (rd.includedUnits != 0) {
@@ -378,16 +385,16 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     // callbacks; with `nonReentrant` on every paying entry point, the writes after them are safe.
     // slither-disable-next-line reentrancy-no-eth,reentrancy-benign,reentrancy-events
     function settle(uint256 submissionId) external nonReentrant {
-        (uint256 taskId, uint256 round, address trainer) = _decode(submissionId);
+        (uint256 taskId, uint256 round, address trainer) = Ids.decode(submissionId);
         Submission storage sub = _existingSubmission(submissionId);
         Round storage rd = _rounds[taskId][round];
         if (!rd.finalised) revert MarketRoundNotFinalised(taskId, round);
         if (sub.settled) revert MarketAlreadySettled(submissionId);
         sub.settled = true;
         Task storage task = _tasks[taskId];
-        address[] memory assigned = _sampled(rd.checkSeed, submissionId, task.sampleRatePpm)
+        address[] memory assigned = Draws.isSampled(rd.checkSeed, submissionId, task.sampleRatePpm)
             ? _addresses(
-                taskId, _assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck)
+                taskId, Draws.assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck)
             )
             : new address[](0);
         Committee memory committee = _upheldCommittee(taskId, submissionId);
@@ -452,7 +459,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Committee memory committee
     ) private returns (uint256 slashed) {
         slashed = stakeManager.slash(trainer, task.slashAmount);
-        uint256 finderShare = slashed * task.finderShareBps / _BPS;
+        uint256 finderShare = slashed * task.finderShareBps / Params.BPS;
         uint256 paid = committee.disputer != address(0)
             ? _splitAmong(
                 taskId, committee.members, committee.mask, finderShare, CreditKind.FinderShare, committee.disputer
@@ -575,112 +582,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
-    function submissionIdOf(uint256 taskId, uint256 round, address trainer) external pure returns (uint256) {
-        return _submissionId(taskId, round, trainer);
-    }
-
-    /// @inheritdoc ITaskMarket
-    function commitmentOf(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
-        external
-        view
-        returns (bytes32)
-    {
-        return _commitment(taskId, round, trainer, proofsDigest);
-    }
-
-    /// @inheritdoc ITaskMarket
-    function deadlinesOf(uint256 taskId, uint256 round)
-        external
-        view
-        returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline)
-    {
-        return _deadlines(_existingTask(taskId), _rounds[taskId][round]);
-    }
-
-    /// @inheritdoc ITaskMarket
-    function isSampled(uint256 submissionId) external view returns (bool) {
-        (uint256 taskId, uint256 round,) = _decode(submissionId);
-        bytes32 seed = _rounds[taskId][round].checkSeed;
-        return seed != 0 && _sampled(seed, submissionId, _tasks[taskId].sampleRatePpm);
-    }
-
-    /// @inheritdoc ITaskMarket
-    function assignedValidators(uint256 submissionId) external view returns (address[] memory) {
-        (uint256 taskId, uint256 round,) = _decode(submissionId);
-        Round storage rd = _rounds[taskId][round];
-        Task storage task = _tasks[taskId];
-        if (rd.checkSeed == 0 || !_sampled(rd.checkSeed, submissionId, task.sampleRatePpm)) return new address[](0);
-        return
-            _addresses(taskId, _assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck));
-    }
-
-    /// @inheritdoc ITaskMarket
-    function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory) {
-        Round storage rd = _rounds[taskId][round];
-        if (rd.checkSeed == 0) return new address[](0);
-        return
-            _addresses(taskId, _aggregatorIndices(rd.checkSeed, rd.validatorCount, _tasks[taskId].validatorsPerCheck));
-    }
-
-    /// @inheritdoc ITaskMarket
     function hasProposed(uint256 taskId, uint256 round, address aggregator) external view returns (bool) {
         return _proposalVoted[keccak256(abi.encode(taskId, round, _rounds[taskId][round].checkpointEpoch, aggregator))];
     }
 
-    /// @inheritdoc ITaskMarket
-    function disputeCommittee(uint256 submissionId) external view returns (address[] memory) {
-        Dispute storage d = _disputes[submissionId];
-        if (d.disputer == address(0)) return new address[](0);
-        bytes32 seed = d.seed;
-        if (seed == 0) {
-            if (block.number <= d.filedBlock) return new address[](0);
-            seed = _disputeSeed(d, submissionId);
-        }
-        (uint256 taskId,,) = _decode(submissionId);
-        return _addresses(taskId, _committeeIndices(submissionId, seed));
-    }
-
     // ---------------------------------------------------------------- internals
-
-    function _checkParams(TaskParams calldata p) private pure {
-        if (p.bounty == 0) revert MarketParameterOutOfRange("bounty", p.bounty);
-        if (p.rounds == 0) revert MarketParameterOutOfRange("rounds", p.rounds);
-        if (p.sampleRatePpm == 0 || p.sampleRatePpm > _PPM) {
-            revert MarketParameterOutOfRange("sampleRatePpm", p.sampleRatePpm);
-        }
-        if (p.validatorsPerCheck == 0 || p.validatorsPerCheck > _MAX_COMMITTEE) {
-            revert MarketParameterOutOfRange("validatorsPerCheck", p.validatorsPerCheck);
-        }
-        if (p.validatorFeeBps > _BPS) revert MarketParameterOutOfRange("validatorFeeBps", p.validatorFeeBps);
-        if (p.finderShareBps > _BPS) revert MarketParameterOutOfRange("finderShareBps", p.finderShareBps);
-        if (p.slashAmount == 0) revert MarketParameterOutOfRange("slashAmount", p.slashAmount);
-        // A slash larger than the stake a submission locks could not be collected.
-        if (p.minTrainerStake < p.slashAmount) revert MarketParameterOutOfRange("minTrainerStake", p.minTrainerStake);
-        if (p.maxWorkUnits == 0) revert MarketParameterOutOfRange("maxWorkUnits", p.maxWorkUnits);
-        if (p.submitWindow == 0) revert MarketParameterOutOfRange("submitWindow", p.submitWindow);
-        if (p.validateWindow == 0) revert MarketParameterOutOfRange("validateWindow", p.validateWindow);
-        if (p.challengeWindow == 0) revert MarketParameterOutOfRange("challengeWindow", p.challengeWindow);
-        uint256 maxReward = maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
-        if (uint256(p.sampleRatePpm) * p.slashAmount < (_PPM - p.sampleRatePpm) * maxReward) {
-            revert MarketDeterrenceTooLow(p.sampleRatePpm, p.slashAmount, maxReward);
-        }
-    }
-
-    /// @notice The most one submission can earn in a task with these numbers: the largest round's
-    ///         trainer budget (the last round takes the bounty's rounding remainder).
-    /// @param bounty The bounty in wei.
-    /// @param rounds The number of rounds.
-    /// @param validatorFeeBps The validators' share of a round's budget.
-    /// @return Amount in wei.
-    function maxSubmissionReward(uint256 bounty, uint256 rounds, uint256 validatorFeeBps)
-        public
-        pure
-        returns (uint256)
-    {
-        // slither-disable-next-line divide-before-multiply
-        uint256 lastRound = bounty - (bounty / rounds) * (rounds - 1);
-        return lastRound - lastRound * validatorFeeBps / _BPS;
-    }
 
     function _openRound(uint256 taskId, uint256 round, bytes32 checkpoint) private {
         Round storage rd = _rounds[taskId][round];
@@ -702,108 +608,14 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         emit CheckSeedFixed(taskId, round, seed, rd.validatorCount);
     }
 
-    function _disputeSeed(Dispute storage d, uint256 submissionId) private view returns (bytes32) {
-        bytes32 filedHash = blockhash(d.filedBlock);
-        // Past 256 blocks the hash is gone; the previous block's is just as unknown to the disputer.
-        if (filedHash == 0) filedHash = blockhash(block.number - 1);
-        return keccak256(abi.encode(filedHash, submissionId, "dispute"));
-    }
-
-    // Sampling and assignment draw from chain randomness fixed after every submission was sent,
-    // the protocol's stated source (docs/contracts.md discusses its bias); nothing better is on chain.
-    // slither-disable-next-line weak-prng
-    function _sampled(bytes32 seed, uint256 submissionId, uint256 sampleRatePpm) private pure returns (bool) {
-        return uint256(keccak256(abi.encode(seed, submissionId, "sample"))) % _PPM < sampleRatePpm;
-    }
-
-    function _assignedIndices(bytes32 seed, uint256 submissionId, uint256 validatorCount, uint256 perCheck)
-        private
-        pure
-        returns (uint256[] memory)
-    {
-        return _draw(
-            keccak256(abi.encode(seed, submissionId, "assign")),
-            validatorCount,
-            _min(perCheck, validatorCount),
-            new uint256[](0)
-        );
-    }
-
-    function _aggregatorIndices(bytes32 seed, uint256 validatorCount, uint256 perCheck)
-        private
-        pure
-        returns (uint256[] memory)
-    {
-        return _draw(
-            keccak256(abi.encode(seed, "aggregate")), validatorCount, _min(perCheck, validatorCount), new uint256[](0)
-        );
-    }
-
-    /// @dev The dispute committee: up to `validatorsPerCheck` validators of the round, none of
-    ///      those assigned to the submission.
+    /// @dev The dispute committee of a submission (see {Draws-committeeIndices}).
     function _committeeIndices(uint256 submissionId, bytes32 disputeSeed) private view returns (uint256[] memory) {
-        (uint256 taskId, uint256 round,) = _decode(submissionId);
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
         Round storage rd = _rounds[taskId][round];
         Task storage task = _tasks[taskId];
-        uint256 n = rd.validatorCount;
-        uint256[] memory excluded = _sampled(rd.checkSeed, submissionId, task.sampleRatePpm)
-            ? _assignedIndices(rd.checkSeed, submissionId, n, task.validatorsPerCheck)
-            : new uint256[](0);
-        return _draw(disputeSeed, n, _min(task.validatorsPerCheck, n - excluded.length), excluded);
-    }
-
-    /// @dev `count` distinct indices below `n`, none in `excluded`, from `seed`. Requires
-    ///      count <= n - excluded.length. When the draw takes a large part of the set
-    ///      (n <= 2 * (count + excluded), so n <= 64), the candidates are shuffled (Fisher-Yates);
-    ///      otherwise indices are drawn with rejection, and each attempt succeeds with probability
-    ///      at least 1/2. Either way the cost does not grow with the validator count past 64.
-    function _draw(bytes32 seed, uint256 n, uint256 count, uint256[] memory excluded)
-        private
-        pure
-        returns (uint256[] memory chosen)
-    {
-        chosen = new uint256[](count);
-        if (count == 0) return chosen;
-        if (n <= 2 * (count + excluded.length)) {
-            uint256[] memory candidates = new uint256[](n);
-            uint256 m = 0;
-            for (uint256 i = 0; i < n; ++i) {
-                if (!_contains(excluded, excluded.length, i)) candidates[m++] = i;
-            }
-            for (uint256 j = 0; j < count; ++j) {
-                // slither-disable-next-line weak-prng
-                uint256 r = j + uint256(keccak256(abi.encode(seed, j))) % (m - j);
-                (candidates[j], candidates[r]) = (candidates[r], candidates[j]);
-                chosen[j] = candidates[j];
-            }
-            return chosen;
-        }
-        uint256 filled = 0;
-        for (uint256 attempt = 0; filled < count; ++attempt) {
-            // slither-disable-next-line weak-prng
-            uint256 index = uint256(keccak256(abi.encode(seed, attempt))) % n;
-            if (!_contains(excluded, excluded.length, index) && !_contains(chosen, filled, index)) {
-                chosen[filled++] = index;
-            }
-        }
-    }
-
-    function _contains(uint256[] memory values, uint256 length, uint256 value) private pure returns (bool) {
-        for (uint256 i = 0; i < length; ++i) {
-            // slither-disable-next-line incorrect-equality
-            if (values[i] == value) return true;
-        }
-        return false;
-    }
-
-    /// @dev The bit of the caller's position among `indices`, or zero when it is not there.
-    ///      `slot` is the caller's validator index plus one (zero: not a validator of the task).
-    function _slotBit(uint256[] memory indices, uint256 slot) private pure returns (uint256) {
-        if (slot == 0) return 0;
-        for (uint256 j = 0; j < indices.length; ++j) {
-            if (indices[j] == slot - 1) return 1 << j;
-        }
-        return 0;
+        return Draws.committeeIndices(
+            rd.checkSeed, disputeSeed, submissionId, rd.validatorCount, task.validatorsPerCheck, task.sampleRatePpm
+        );
     }
 
     function _addresses(uint256 taskId, uint256[] memory indices) private view returns (address[] memory accounts) {
@@ -869,37 +681,6 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         view
         returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline)
     {
-        submitDeadline = uint256(rd.openedAt) + task.submitWindow;
-        validateDeadline = submitDeadline + task.validateWindow;
-        challengeDeadline = validateDeadline + task.challengeWindow;
-    }
-
-    function _commitment(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
-        private
-        view
-        returns (bytes32)
-    {
-        return keccak256(abi.encode(block.chainid, address(this), taskId, round, trainer, proofsDigest));
-    }
-
-    function _submissionId(uint256 taskId, uint256 round, address trainer) private pure returns (uint256) {
-        return (taskId << 192) | (round << 160) | uint256(uint160(trainer));
-    }
-
-    function _decode(uint256 submissionId) private pure returns (uint256 taskId, uint256 round, address trainer) {
-        taskId = submissionId >> 192;
-        round = (submissionId >> 160) & type(uint32).max;
-        trainer = address(uint160(submissionId));
-    }
-
-    function _popcount(uint256 mask) private pure returns (uint256 count) {
-        while (mask != 0) {
-            mask &= mask - 1;
-            ++count;
-        }
-    }
-
-    function _min(uint256 a, uint256 b) private pure returns (uint256) {
-        return a < b ? a : b;
+        return Ids.deadlines(rd.openedAt, task.submitWindow, task.validateWindow, task.challengeWindow);
     }
 }

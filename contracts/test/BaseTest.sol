@@ -81,26 +81,26 @@ abstract contract BaseTest is ProtocolFixture {
     }
 
     function _warpToValidate(uint256 taskId, uint256 round) internal {
-        (uint256 submitDeadline,,) = market.deadlinesOf(taskId, round);
+        (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
         vm.warp(submitDeadline);
         vm.roll(block.number + 1);
         market.fixCheckSeed(taskId);
     }
 
     function _warpToChallenge(uint256 taskId, uint256 round) internal {
-        (, uint256 validateDeadline,) = market.deadlinesOf(taskId, round);
+        (, uint256 validateDeadline,) = lens.deadlinesOf(taskId, round);
         vm.warp(validateDeadline);
         vm.roll(block.number + 1);
     }
 
     function _warpToFinal(uint256 taskId, uint256 round) internal {
-        (,, uint256 challengeDeadline) = market.deadlinesOf(taskId, round);
+        (,, uint256 challengeDeadline) = lens.deadlinesOf(taskId, round);
         vm.warp(challengeDeadline);
         vm.roll(block.number + 1);
     }
 
     function _attestAll(uint256 id, bool valid) internal returns (address[] memory assigned) {
-        assigned = market.assignedValidators(id);
+        assigned = lens.assignedValidators(id);
         for (uint256 j = 0; j < assigned.length; ++j) {
             vm.prank(assigned[j]);
             market.attest(id, valid, "bafy-evidence");

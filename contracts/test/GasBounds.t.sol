@@ -31,7 +31,7 @@ contract GasBoundsTest is BaseTest {
         _stake(trainers[0], IStakeManager.Role.Trainer, 1000 * TOKEN);
         uint256 id = _submit(taskId, 0, trainers[0], 10);
         _warpToValidate(taskId, 0);
-        address[] memory assigned = market.assignedValidators(id);
+        address[] memory assigned = lens.assignedValidators(id);
         vm.prank(assigned[2]);
         uint256 before = gasleft();
         market.attest(id, false, "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy");

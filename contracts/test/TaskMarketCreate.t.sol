@@ -97,7 +97,7 @@ contract TaskMarketCreateTest is BaseTest {
         p.validatorFeeBps = uint16(bound(feeBps, 0, 10_000));
         p.slashAmount = uint96(bound(slash, 1, 500_000 * TOKEN));
         p.minTrainerStake = p.slashAmount;
-        uint256 maxReward = market.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
+        uint256 maxReward = lens.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
         bool deters = uint256(p.sampleRatePpm) * p.slashAmount >= (1_000_000 - uint256(p.sampleRatePpm)) * maxReward;
         vm.prank(creator);
         if (!deters) {

@@ -24,7 +24,7 @@ contract TaskMarketLifecycleTest is BaseTest {
     }
 
     function _agree(uint256 round, string memory cid) internal {
-        address[] memory aggregators = market.aggregatorsOf(taskId, round);
+        address[] memory aggregators = lens.aggregatorsOf(taskId, round);
         for (uint256 j = 0; j < aggregators.length; ++j) {
             vm.prank(aggregators[j]);
             market.proposeCheckpoint(taskId, round, cid);
@@ -111,7 +111,7 @@ contract TaskMarketLifecycleTest is BaseTest {
     }
 
     function test_MinorityValidatorPenalisedAndLosesFee() public {
-        address[] memory assigned = market.assignedValidators(cheat);
+        address[] memory assigned = lens.assignedValidators(cheat);
         vm.prank(assigned[0]);
         market.attest(cheat, true, "lazy");
         vm.prank(assigned[1]);
@@ -131,7 +131,7 @@ contract TaskMarketLifecycleTest is BaseTest {
     }
 
     function test_MissingValidatorMarkedAndUnpaid() public {
-        address[] memory assigned = market.assignedValidators(honestA);
+        address[] memory assigned = lens.assignedValidators(honestA);
         vm.prank(assigned[0]);
         market.attest(honestA, true, "e");
         _warpToFinal(taskId, 0);
@@ -151,7 +151,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         vm.prank(trainers[0]);
         market.dispute(honestA);
         vm.roll(block.number + 1);
-        address[] memory committee = market.disputeCommittee(honestA);
+        address[] memory committee = lens.disputeCommittee(honestA);
         assertEq(committee.length, 2, "the two validators not assigned");
         for (uint256 j = 0; j < committee.length; ++j) {
             assertTrue(!_isIn(liars, committee[j]), "committee excludes the assigned");
@@ -188,7 +188,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         vm.prank(auditor);
         market.dispute(honestA);
         vm.roll(block.number + 1);
-        address[] memory committee = market.disputeCommittee(honestA);
+        address[] memory committee = lens.disputeCommittee(honestA);
         for (uint256 j = 0; j < committee.length; ++j) {
             vm.prank(committee[j]);
             market.voteDispute(honestA, true, "fine");
@@ -208,7 +208,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         vm.prank(auditor);
         market.dispute(cheat);
         vm.roll(block.number + 1);
-        address[] memory committee = market.disputeCommittee(cheat);
+        address[] memory committee = lens.disputeCommittee(cheat);
         for (uint256 j = 0; j < committee.length; ++j) {
             vm.prank(committee[j]);
             market.voteDispute(cheat, false, "forged tokens");
@@ -240,7 +240,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         vm.prank(auditor);
         market.dispute(honestA);
         vm.roll(block.number + 1);
-        address[] memory committee = market.disputeCommittee(honestA);
+        address[] memory committee = lens.disputeCommittee(honestA);
         vm.prank(committee[0]);
         market.voteDispute(honestA, true, "fine");
         vm.prank(committee[1]);
@@ -290,7 +290,7 @@ contract TaskMarketLifecycleTest is BaseTest {
     }
 
     function test_RevertWhen_AttestWrongly() public {
-        address[] memory assigned = market.assignedValidators(honestA);
+        address[] memory assigned = lens.assignedValidators(honestA);
         address outsider = _unassignedValidator(assigned);
         vm.prank(outsider);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAssigned.selector, honestA, outsider));
@@ -300,7 +300,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         vm.prank(assigned[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyVoted.selector, honestA, assigned[0]));
         market.attest(honestA, false, "e");
-        uint256 unknown = market.submissionIdOf(taskId, 0, auditor);
+        uint256 unknown = lens.submissionIdOf(taskId, 0, auditor);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketUnknownSubmission.selector, unknown));
         market.attest(unknown, true, "e");
         _warpToChallenge(taskId, 0);
@@ -320,8 +320,8 @@ contract TaskMarketLifecycleTest is BaseTest {
         }
         uint256 id = _submit(other, 0, trainers[0], 1);
         _warpToValidate(other, 0);
-        assertTrue(!market.isSampled(id), "unsampled at this seed");
-        assertEq(market.assignedValidators(id).length, 0, "nobody assigned");
+        assertTrue(!lens.isSampled(id), "unsampled at this seed");
+        assertEq(lens.assignedValidators(id).length, 0, "nobody assigned");
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotSampled.selector, id));
         market.attest(id, true, "e");
@@ -348,7 +348,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNoCommittee.selector, honestA));
         market.voteDispute(honestA, true, "same block");
         vm.roll(block.number + 1);
-        address outsider = market.assignedValidators(honestA)[0];
+        address outsider = lens.assignedValidators(honestA)[0];
         vm.prank(outsider);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAssigned.selector, honestA, outsider));
         market.voteDispute(honestA, true, "assigned validators are not the committee");
@@ -379,7 +379,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         vm.expectRevert();
         market.proposeCheckpoint(taskId, 0, "early");
         _warpToChallenge(taskId, 0);
-        address[] memory aggregators = market.aggregatorsOf(taskId, 0);
+        address[] memory aggregators = lens.aggregatorsOf(taskId, 0);
         address outsider = _unassignedValidator(aggregators);
         vm.prank(outsider);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAggregator.selector, taskId, 0, outsider));
@@ -401,7 +401,7 @@ contract TaskMarketLifecycleTest is BaseTest {
     }
 
     function test_RevertWhen_FinaliseEarlyOrAfterEnd() public {
-        (,, uint256 challengeDeadline) = market.deadlinesOf(taskId, 0);
+        (,, uint256 challengeDeadline) = lens.deadlinesOf(taskId, 0);
         vm.expectRevert(
             abi.encodeWithSelector(
                 ITaskMarket.MarketOutsideWindow.selector, block.timestamp, challengeDeadline, type(uint256).max

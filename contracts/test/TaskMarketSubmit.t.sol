@@ -5,6 +5,7 @@ import {BaseTest} from "./BaseTest.sol";
 import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
 import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
 import {TaskMarket} from "../src/TaskMarket.sol";
+import {TaskMarketLens} from "../src/TaskMarketLens.sol";
 
 contract TaskMarketSubmitTest is BaseTest {
     uint256 internal taskId;
@@ -16,7 +17,7 @@ contract TaskMarketSubmitTest is BaseTest {
 
     function test_SubmitWork() public {
         uint256 id = _submit(taskId, 0, trainers[0], 1234);
-        assertEq(id, market.submissionIdOf(taskId, 0, trainers[0]), "id");
+        assertEq(id, lens.submissionIdOf(taskId, 0, trainers[0]), "id");
         assertEq(market.getSubmission(id).workUnits, 1234, "units");
         assertEq(stakes.accountOf(trainers[0]).locked, 500 * TOKEN, "stake locked");
         ITaskMarket.Round memory rd = market.getRound(taskId, 0);
@@ -81,21 +82,21 @@ contract TaskMarketSubmitTest is BaseTest {
     /// Safety property 6: the commitment binds chain id, contract, task, round and trainer.
     function test_CommitmentCannotBeReplayed() public {
         bytes32 proofs = keccak256("proofs");
-        bytes32 base = market.commitmentOf(taskId, 0, trainers[0], proofs);
+        bytes32 base = lens.commitmentOf(taskId, 0, trainers[0], proofs);
         assertTrue(
             base == keccak256(abi.encode(block.chainid, address(market), taskId, 0, trainers[0], proofs)), "layout"
         );
-        assertTrue(market.commitmentOf(taskId, 1, trainers[0], proofs) != base, "round");
-        assertTrue(market.commitmentOf(taskId + 1, 0, trainers[0], proofs) != base, "task");
-        assertTrue(market.commitmentOf(taskId, 0, trainers[1], proofs) != base, "trainer");
+        assertTrue(lens.commitmentOf(taskId, 1, trainers[0], proofs) != base, "round");
+        assertTrue(lens.commitmentOf(taskId + 1, 0, trainers[0], proofs) != base, "task");
+        assertTrue(lens.commitmentOf(taskId, 0, trainers[1], proofs) != base, "trainer");
         TaskMarket other = new TaskMarket(token, stakes);
-        assertTrue(other.commitmentOf(taskId, 0, trainers[0], proofs) != base, "contract");
+        assertTrue(new TaskMarketLens(other).commitmentOf(taskId, 0, trainers[0], proofs) != base, "contract");
         vm.chainId(block.chainid + 1);
-        assertTrue(market.commitmentOf(taskId, 0, trainers[0], proofs) != base, "chain");
+        assertTrue(lens.commitmentOf(taskId, 0, trainers[0], proofs) != base, "chain");
     }
 
     function test_FixCheckSeedAfterDeadlineOnly() public {
-        (uint256 submitDeadline,,) = market.deadlinesOf(taskId, 0);
+        (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, 0);
         vm.expectRevert(
             abi.encodeWithSelector(
                 ITaskMarket.MarketOutsideWindow.selector, block.timestamp, submitDeadline, type(uint256).max
@@ -103,14 +104,14 @@ contract TaskMarketSubmitTest is BaseTest {
         );
         market.fixCheckSeed(taskId);
         uint256 id = _submit(taskId, 0, trainers[0], 1);
-        assertEq(market.assignedValidators(id).length, 0, "no assignment before the seed");
+        assertEq(lens.assignedValidators(id).length, 0, "no assignment before the seed");
         _warpToValidate(taskId, 0);
         market.fixCheckSeed(taskId);
         ITaskMarket.Round memory rd = market.getRound(taskId, 0);
         assertTrue(rd.checkSeed != 0, "seed fixed");
         assertEq(rd.validatorCount, 5, "snapshot");
-        assertTrue(market.isSampled(id), "sampled at p = 1");
-        address[] memory assigned = market.assignedValidators(id);
+        assertTrue(lens.isSampled(id), "sampled at p = 1");
+        address[] memory assigned = lens.assignedValidators(id);
         assertEq(assigned.length, 3, "k assigned");
         assertTrue(assigned[0] != assigned[1] && assigned[1] != assigned[2] && assigned[0] != assigned[2], "distinct");
         market.fixCheckSeed(taskId);
@@ -135,8 +136,8 @@ contract TaskMarketSubmitTest is BaseTest {
         vm.prevrandao(randomness);
         market.fixCheckSeed(halfTask);
         for (uint256 i = 0; i < 3; ++i) {
-            bool sampled = market.isSampled(ids[i]);
-            assertEq(market.assignedValidators(ids[i]).length, sampled ? 3 : 0, "assigned iff sampled");
+            bool sampled = lens.isSampled(ids[i]);
+            assertEq(lens.assignedValidators(ids[i]).length, sampled ? 3 : 0, "assigned iff sampled");
         }
     }
 }

@@ -144,6 +144,8 @@ class Crucible:
         self.token = chain.contract("DevToken", deployment.Token)
         self.stakes = chain.contract("StakeManager", deployment.StakeManager)
         self.market = chain.contract("TaskMarket", deployment.TaskMarket)
+        # Views anyone can recompute from the market's state (draws, ids, deadlines) live in its lens.
+        self.lens = chain.contract("TaskMarketLens", deployment.TaskMarketLens)
         self._decimals: int | None = None
         self._symbol: str | None = None
 
@@ -329,19 +331,19 @@ class Crucible:
 
     def deadlines(self, task_id: int, round_index: int) -> Deadlines:
         """A round's deadlines."""
-        return Deadlines(*self.chain.call(self.market.functions.deadlinesOf(task_id, round_index)))
+        return Deadlines(*self.chain.call(self.lens.functions.deadlinesOf(task_id, round_index)))
 
     def is_sampled(self, submission: int) -> bool:
         """Whether the submission is sampled."""
-        return bool(self.chain.call(self.market.functions.isSampled(submission)))
+        return bool(self.chain.call(self.lens.functions.isSampled(submission)))
 
     def assigned_validators(self, submission: int) -> list[str]:
         """The validators assigned to a submission."""
-        return list(self.chain.call(self.market.functions.assignedValidators(submission)))
+        return list(self.chain.call(self.lens.functions.assignedValidators(submission)))
 
     def aggregators(self, task_id: int, round_index: int) -> list[str]:
         """The round's aggregation committee."""
-        return list(self.chain.call(self.market.functions.aggregatorsOf(task_id, round_index)))
+        return list(self.chain.call(self.lens.functions.aggregatorsOf(task_id, round_index)))
 
     def has_proposed(self, task_id: int, round_index: int, aggregator: str) -> bool:
         """Whether `aggregator` proposed a checkpoint for the round since proposals were last voided."""
@@ -349,7 +351,7 @@ class Crucible:
 
     def dispute_committee(self, submission: int) -> list[str]:
         """The dispute committee of a submission."""
-        return list(self.chain.call(self.market.functions.disputeCommittee(submission)))
+        return list(self.chain.call(self.lens.functions.disputeCommittee(submission)))
 
     def validators_of(self, task_id: int) -> list[str]:
         """A task's validators."""
@@ -361,7 +363,7 @@ class Crucible:
 
     def commitment_of(self, task_id: int, round_index: int, trainer: str, proofs_digest: bytes) -> bytes:
         """The commitment the market would emit."""
-        return bytes(self.chain.call(self.market.functions.commitmentOf(task_id, round_index, trainer, proofs_digest)))
+        return bytes(self.chain.call(self.lens.functions.commitmentOf(task_id, round_index, trainer, proofs_digest)))
 
     def events(
         self, contract: str, event_name: str, from_block: int | None = None, **filters: Any

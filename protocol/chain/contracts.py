@@ -13,7 +13,7 @@ from eth_utils import keccak
 from protocol.config import CONTRACTS_OUT
 from protocol.errors import ChainError
 
-CONTRACT_NAMES = ("DevToken", "StakeManager", "TaskMarket")
+CONTRACT_NAMES = ("DevToken", "StakeManager", "TaskMarket", "TaskMarketLens")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ class Deployment:
     Token: str
     StakeManager: str
     TaskMarket: str
+    TaskMarketLens: str
     deployBlock: int
     unbondingPeriodSeconds: int
 
@@ -44,10 +45,18 @@ class Deployment:
             raise ChainError(f"no deployment at {path}: run `crucible devnet up` or `crucible deploy`")
         try:
             data = json.loads(path.read_text())
-            deployment = cls(**data)
-        except (ValueError, TypeError) as error:
+        except ValueError as error:
             raise ConfigError(f"malformed deployment file {path}: {error}") from None
-        for name in ("Token", "StakeManager", "TaskMarket"):
+        if isinstance(data, dict) and "TaskMarket" in data and "TaskMarketLens" not in data:
+            raise ConfigError(
+                f"deployment file {path} has no TaskMarketLens: it predates the market's lens; deploy again "
+                "(`crucible devnet up` does on the devnet, `crucible deploy` elsewhere)"
+            )
+        try:
+            deployment = cls(**data)
+        except TypeError as error:
+            raise ConfigError(f"malformed deployment file {path}: {error}") from None
+        for name in ("Token", "StakeManager", "TaskMarket", "TaskMarketLens"):
             checked_address(getattr(deployment, name), f"{name} address in {path}")
         return deployment
 
@@ -64,7 +73,7 @@ def deploy(
     token_holders: tuple[str, ...] = (),
     unbonding_period_s: int = DEFAULT_UNBONDING_S,
 ) -> Deployment:
-    """Deploys StakeManager and TaskMarket (and a DevToken minted to `token_holders` when no
+    """Deploys StakeManager, TaskMarket and its lens (and a DevToken minted to `token_holders` when no
     `token` is given), binds them, and returns the address book."""
     dev_token: str | None = None
     if token is None:
@@ -81,12 +90,14 @@ def deploy(
     first_block = first_block if first_block is not None else receipt["blockNumber"]
     market, _ = chain.deploy("TaskMarket", deployer, token, stakes)
     chain.transact(chain.contract("StakeManager", stakes).functions.bindMarket(market), deployer)
+    lens, _ = chain.deploy("TaskMarketLens", deployer, market)
     return Deployment(
         chainId=chain.chain_id,
         DevToken=dev_token,
         Token=token,
         StakeManager=stakes,
         TaskMarket=market,
+        TaskMarketLens=lens,
         deployBlock=first_block,
         unbondingPeriodSeconds=unbonding_period_s,
     )
@@ -95,5 +106,6 @@ def deploy(
 def is_live(chain: Chain, deployment: Deployment) -> bool:
     """Whether the address book's contracts exist on this chain."""
     return deployment.chainId == chain.chain_id and all(
-        chain.has_code(address) for address in (deployment.Token, deployment.StakeManager, deployment.TaskMarket)
+        chain.has_code(address)
+        for address in (deployment.Token, deployment.StakeManager, deployment.TaskMarket, deployment.TaskMarketLens)
     )

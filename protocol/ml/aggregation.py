@@ -8,16 +8,36 @@ in the checkpoint manifest).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from protocol.artifacts.manifest import save_hf_model
+from protocol.artifacts.manifest import load_state_dict, save_hf_model
 from protocol.artifacts.store import Store
-from protocol.errors import VerificationError
+from protocol.errors import CrucibleError, OwnFault, VerificationError
 
 if TYPE_CHECKING:
     import torch
 
     from protocol.ml.model import LoadedModel
+
+
+def load_included_updates(
+    included: Iterable[tuple[int, str]], store: Store, device: str = "cpu"
+) -> tuple[list[tuple[int, dict[str, torch.Tensor]]], list[tuple[int, str, CrucibleError]]]:
+    """Loads a round's included updates, `(submission id, update CID)` each, checked against their CIDs.
+    Returns those loaded and those nobody could serve sound (`(id, CID, error)`: the caller says so
+    and aggregates without them). The caller's own fault (its disk, no source reachable) propagates:
+    an aggregate missing an update for that reason would disagree with every sound one."""
+    loaded: list[tuple[int, dict[str, torch.Tensor]]] = []
+    unavailable: list[tuple[int, str, CrucibleError]] = []
+    for submission, update_cid in included:
+        try:
+            loaded.append((submission, load_state_dict(update_cid, store, device=device)))
+        except OwnFault:
+            raise
+        except CrucibleError as error:
+            unavailable.append((submission, update_cid, error))
+    return loaded, unavailable
 
 
 def aggregate(

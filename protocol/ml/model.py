@@ -132,6 +132,22 @@ def load_checkpoint(cid: str, store: Store, device: str = "cpu") -> LoadedModel:
     return LoadedModel(model, tokenizer, cid)
 
 
+class ModelCache:
+    """The checkpoint a role is working with, kept loaded: a round's work, checks and aggregation all
+    use the round's checkpoint, so it is loaded once and replaced when the round moves on."""
+
+    def __init__(self, store: Store, device: str = "cpu") -> None:
+        self.store = store
+        self.device = device
+        self._loaded: LoadedModel | None = None
+
+    def get(self, checkpoint_cid: str) -> LoadedModel:
+        """The checkpoint `checkpoint_cid`, loaded (and every shard checked) on first use."""
+        if self._loaded is None or self._loaded.checkpoint_cid != checkpoint_cid:
+            self._loaded = load_checkpoint(checkpoint_cid, self.store, self.device)
+        return self._loaded
+
+
 def load_model(source: str, store: Store, device: str = "cpu") -> LoadedModel:
     """Loads a model from a folder path or a checkpoint CID."""
     path = Path(source)

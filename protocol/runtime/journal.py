@@ -5,7 +5,7 @@ submitted is submitted, whatever the journal says."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -15,9 +15,10 @@ from protocol.files import write_json_atomic
 Status = Literal["prepared", "submitted", "skipped", "settled"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class RoundRecord:
-    """One round as the node saw it."""
+    """One round as the node saw it: what it prepared or sent (CIDs, work units, the proofs' digest in
+    hex) and where that stands. A prepared record is also what the node submits."""
 
     status: Status
     rollout_cid: str = ""
@@ -25,6 +26,14 @@ class RoundRecord:
     work_units: int = 0
     proofs_digest: str = ""
     reason: str = ""
+
+    def digest(self) -> bytes:
+        """The proofs' digest as the bytes32 `submitWork` takes."""
+        return bytes.fromhex(self.proofs_digest)
+
+    def now(self, status: Status, reason: str = "") -> RoundRecord:
+        """The same work with another status."""
+        return replace(self, status=status, reason=reason)
 
 
 class Journal:

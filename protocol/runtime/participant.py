@@ -11,9 +11,10 @@ from typing import Any
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
-from protocol.chain.client import Crucible, Deadlines, RoundState
+from protocol.chain.client import Crucible, Deadlines, Role, RoundState
 from protocol.config import crucible_home
-from protocol.errors import ContractRevert, RpcUnreachable
+from protocol.errors import ConfigError, ContractRevert, RpcUnreachable
+from protocol.ml.envs.spec import EnvSpec, parse_spec
 from protocol.runtime.reporter import Reporter
 
 MAX_OUTAGE_BACKOFF_S = 10.0
@@ -48,6 +49,37 @@ class Participant:
         self.reporter = reporter
         self.task_id = task_id
         self.address = signer.address
+
+    # ------------------------------------------------------------ readiness
+
+    def refuse_red_team_off_devnet(self, adversary: str | None, force: bool) -> None:
+        """Red-team modes run on the devnet only, unless forced: ConfigError naming the mode otherwise."""
+        chain_id = self.crucible.chain.chain_id
+        if adversary is not None and chain_id != DEVNET_CHAIN_ID and not force:
+            raise ConfigError(
+                f"refusing to run adversary {adversary} on chain {chain_id}: red-team mode is for the devnet "
+                f"({DEVNET_CHAIN_ID}); pass --force-adversary to override"
+            )
+
+    def check_stake(self, role: Role, needed_wei: int | None) -> None:
+        """ConfigError when this identity is staked in another role, or (with `needed_wei`) has less free
+        stake than that, naming the command that fixes it."""
+        account = self.crucible.stake_account(self.address)
+        name = role.name.lower()
+        if account.staked and account.role != role:
+            raise ConfigError(f"{self.address} is staked as a {account.role.name.lower()}, not as a {name}")
+        if needed_wei is not None and account.free < needed_wei:
+            raise ConfigError(
+                f"{self.address} has {account.free} free stake (wei); task {self.task_id} needs "
+                f"{needed_wei}: run `crucible stake deposit --role {name}` first"
+            )
+
+    def task_spec(self) -> EnvSpec:
+        """The task's environment spec, fetched by its CID and checked."""
+        _, env_cid = self.crucible.task_cids(self.task_id)
+        return parse_spec(self.store.get(env_cid), env_cid)
+
+    # ------------------------------------------------------------ loop
 
     def poll_until(self, one_pass: Callable[[], bool], poll_s: float) -> None:
         """Runs `one_pass` every `poll_s` until it returns True. An RPC outage (after the provider's own

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.chain.client import Crucible
 from protocol.ml.envs.base import Problem
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.seeds import prompt_seed, sample_seed
@@ -25,6 +26,31 @@ class RoundContext:
     work_seed: bytes
     checkpoint_cid: str
     env_cid: str
+
+    @classmethod
+    def of(
+        cls,
+        crucible: Crucible,
+        task_id: int,
+        round_index: int,
+        node: str,
+        *,
+        work_seed: bytes | None = None,
+        checkpoint_cid: str | None = None,
+        env_cid: str | None = None,
+    ) -> RoundContext:
+        """The context of `node`'s work in a round of this deployment. The round's values not given are
+        read from the chain (a trainer and a validator); an auditor passes those it rebuilt from events."""
+        return cls(
+            chain_id=crucible.chain.chain_id,
+            market=crucible.deployment.TaskMarket,
+            task_id=task_id,
+            round_index=round_index,
+            node=node,
+            work_seed=crucible.round(task_id, round_index).work_seed if work_seed is None else work_seed,
+            checkpoint_cid=checkpoint_cid or crucible.checkpoint_cid(task_id, round_index),
+            env_cid=env_cid or crucible.task_cids(task_id)[1],
+        )
 
     def prompts_seed(self) -> bytes:
         """The seed of this node's prompts in this round."""

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from node.adversary import ADVERSARIES, POISON_SCALE, Prepared, adversary_of
+from node.adversary import ADVERSARIES, POISON_SCALE, adversary_of
 from node.work import produce_work
 from protocol.errors import ArtifactError, ConfigError
 from protocol.ml.envs.spec import EnvSpec
@@ -16,6 +16,7 @@ from protocol.ml.inference import prefill
 from protocol.ml.model import LoadedModel
 from protocol.ml.proofs import verify_proofs
 from protocol.ml.sampling import replay
+from protocol.runtime.journal import RoundRecord
 from protocol.work.rollouts import MAX_ROLLOUT_BYTES, RolloutFile, parse_rollouts
 from protocol.work.round import RoundContext, assigned_slots
 
@@ -145,14 +146,14 @@ def test_low_precision_samples_with_rounded_weights(tiny: LoadedModel) -> None:
 
 
 def test_submission_level_adversaries_choose_other_cids() -> None:
-    mine = Prepared("bafy-mine", "bafy-update", 10, b"\x01" * 32)
-    earlier = Prepared("bafy-old", "bafy-old-update", 9, b"\x02" * 32)
+    mine = RoundRecord("prepared", "bafy-mine", "bafy-update", 10, "01" * 32)
+    earlier = RoundRecord("settled", "bafy-old", "bafy-old-update", 9, "02" * 32)
     other = {"rolloutCid": "bafy-other", "updateCid": "bafy-other-update", "workUnits": 11}
     copied, replayed = adversary_of("copied"), adversary_of("replay")
     assert copied is not None and replayed is not None
     assert copied.choose_submission(mine, lambda: [], []) is None  # waits for someone to copy
-    assert copied.choose_submission(mine, lambda: [other], []) == Prepared(
-        "bafy-other", "bafy-other-update", 11, mine.proofs_digest
+    assert copied.choose_submission(mine, lambda: [other], []) == RoundRecord(
+        "prepared", "bafy-other", "bafy-other-update", 11, mine.proofs_digest
     )
     assert replayed.choose_submission(mine, lambda: [], []) == mine  # its first round is honest
     assert replayed.choose_submission(mine, lambda: [], [earlier]) == earlier

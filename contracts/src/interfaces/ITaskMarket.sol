@@ -121,14 +121,19 @@ interface ITaskMarket {
         CommitteeShare
     }
 
+    /// @notice A task was posted and its bounty escrowed; its parameters and the CIDs of its initial checkpoint and environment.
     event TaskCreated(
         uint256 indexed taskId, address indexed creator, TaskParams params, string modelCid, string envCid
     );
+    /// @notice A round began: the checkpoint it trains from, the seed of its prompts, and when it opened.
     event RoundOpened(
         uint256 indexed taskId, uint256 indexed round, bytes32 checkpoint, bytes32 workSeed, uint40 openedAt
     );
+    /// @notice A validator joined a task at `index` in its joining order (the order draws index).
     event ValidatorJoined(uint256 indexed taskId, address indexed validator, uint256 index);
+    /// @notice A validator left a task; it is drawn no more in rounds whose check seed is fixed after this.
     event ValidatorLeft(uint256 indexed taskId, address indexed validator);
+    /// @notice A trainer committed its round's work: the rollout file and update by CID, its work units, and the commitment binding them to this chain, market and trainer.
     event WorkSubmitted(
         uint256 indexed taskId,
         uint256 indexed round,
@@ -139,18 +144,27 @@ interface ITaskMarket {
         uint64 workUnits,
         bytes32 commitment
     );
+    /// @notice A round's check seed was fixed from a block after its submission deadline, with the validator count its draws use.
     event CheckSeedFixed(uint256 indexed taskId, uint256 indexed round, bytes32 checkSeed, uint32 validatorCount);
+    /// @notice An assigned validator's verdict on a submission, with the CID of its evidence.
     event Attested(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
+    /// @notice A majority of a submission's assigned validators found it invalid (or a dispute upheld that).
     event SubmissionRejected(uint256 indexed submissionId);
+    /// @notice Someone disputed a submission's outcome, with a bond, claiming it valid or not; votes close at `deadline`.
     event Disputed(
         uint256 indexed submissionId, address indexed disputer, bool claimValid, uint256 bond, uint64 deadline
     );
+    /// @notice A committee member's vote on a dispute, with the CID of its evidence.
     event DisputeVoted(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
+    /// @notice A dispute closed: whether the disputer was upheld and whether the submission ends rejected.
     event DisputeResolved(uint256 indexed submissionId, bool upheld, bool rejected);
+    /// @notice An aggregator proposed the round's next checkpoint (its CID and digest).
     event CheckpointProposed(
         uint256 indexed taskId, uint256 indexed round, address indexed aggregator, bytes32 digest, string checkpointCid
     );
+    /// @notice A majority of the round's aggregators proposed the same next checkpoint.
     event CheckpointAgreed(uint256 indexed taskId, uint256 indexed round, bytes32 digest, string checkpointCid);
+    /// @notice A round closed: its included work units, its trainer and fee budgets, and the checkpoint the next round starts from.
     event RoundFinalised(
         uint256 indexed taskId,
         uint256 indexed round,
@@ -159,43 +173,80 @@ interface ITaskMarket {
         uint256 feeBudget,
         bytes32 nextCheckpoint
     );
+    /// @notice A submission's outcome was paid: the reward credited, or the stake slashed.
     event Settled(uint256 indexed submissionId, bool rejected, uint256 reward, uint256 slashed);
+    /// @notice An assigned validator did not attest by the deadline; it earns no fee for that submission.
     event ValidatorMissed(uint256 indexed submissionId, address indexed validator);
+    /// @notice An assigned validator voted against the outcome a dispute established, and was slashed.
     event ValidatorPenalised(uint256 indexed submissionId, address indexed validator, uint256 slashed);
+    /// @notice Tokens credited to an account, claimable with {claim}; `kind` says what for.
     event Credited(uint256 indexed taskId, address indexed account, CreditKind kind, uint256 amount);
+    /// @notice An account withdrew its credits.
     event Claimed(address indexed account, uint256 amount);
+    /// @notice A creator took back what its ended task did not pay out.
     event Refunded(uint256 indexed taskId, address indexed creator, uint256 amount);
+    /// @notice A task's last round was finalised; nothing more can be submitted to it.
     event TaskEnded(uint256 indexed taskId);
 
+    /// @notice No task has this id.
     error MarketUnknownTask(uint256 taskId);
+    /// @notice A task parameter, named, is outside its allowed range.
     error MarketParameterOutOfRange(string name, uint256 value);
+    /// @notice With this sampling rate and slash, a cheat would expect to gain: rate × slash must be at least (1 − rate) × the largest reward.
     error MarketDeterrenceTooLow(uint256 sampleRatePpm, uint256 slashAmount, uint256 maxReward);
+    /// @notice A CID argument was empty.
     error MarketEmptyCid();
+    /// @notice The task has ended.
     error MarketTaskEnded(uint256 taskId);
+    /// @notice The task has not ended yet.
     error MarketTaskNotEnded(uint256 taskId);
+    /// @notice The call names a round that is not the task's current one.
     error MarketWrongRound(uint256 taskId, uint256 round, uint256 currentRound);
+    /// @notice The call came outside the window it is allowed in (`opensAt` to `closesAt`).
     error MarketOutsideWindow(uint256 nowTimestamp, uint256 opensAt, uint256 closesAt);
+    /// @notice Work units must be at least 1 and at most the task's `maxWorkUnits`.
     error MarketWorkUnitsOutOfRange(uint256 workUnits, uint256 maxWorkUnits);
+    /// @notice This trainer already submitted in this round.
     error MarketDuplicateSubmission(uint256 submissionId);
+    /// @notice No submission has this id.
     error MarketUnknownSubmission(uint256 submissionId);
+    /// @notice The submission was not sampled for checking, so nobody attests to it.
     error MarketNotSampled(uint256 submissionId);
+    /// @notice The caller is not one of the validators assigned to this check.
     error MarketNotAssigned(uint256 submissionId, address validator);
+    /// @notice The caller already attested to or voted on this submission.
     error MarketAlreadyVoted(uint256 submissionId, address validator);
+    /// @notice The validator already joined this task.
     error MarketAlreadyJoined(uint256 taskId, address validator);
+    /// @notice The validator has not joined this task.
     error MarketNotJoined(uint256 taskId, address validator);
+    /// @notice The submission was already disputed.
     error MarketAlreadyDisputed(uint256 submissionId);
+    /// @notice The disputer cannot dispute a submission it has a side in (its own work or its own attestation).
     error MarketDisputeSide(uint256 submissionId, address disputer);
+    /// @notice No validator is left to form a dispute committee (all were assigned to the submission).
     error MarketNoCommittee(uint256 submissionId);
+    /// @notice No dispute is open on this submission.
     error MarketDisputeNotOpen(uint256 submissionId);
+    /// @notice The dispute's vote is still open until `deadline`.
     error MarketDisputeVotingOpen(uint256 submissionId, uint256 deadline);
+    /// @notice The caller is not one of the round's aggregators.
     error MarketNotAggregator(uint256 taskId, uint256 round, address validator);
+    /// @notice This aggregator already proposed a checkpoint for the round.
     error MarketAlreadyProposed(uint256 taskId, uint256 round, address aggregator);
+    /// @notice The round is already finalised.
     error MarketRoundFinalised(uint256 taskId, uint256 round);
+    /// @notice The round is not finalised yet.
     error MarketRoundNotFinalised(uint256 taskId, uint256 round);
+    /// @notice The round still has disputes open.
     error MarketOpenDisputes(uint256 taskId, uint256 round, uint256 openDisputes);
+    /// @notice The submission was already settled.
     error MarketAlreadySettled(uint256 submissionId);
+    /// @notice The account has no credits.
     error MarketNothingToClaim(address account);
+    /// @notice Only the task's creator may do this.
     error MarketNotCreator(uint256 taskId, address caller);
+    /// @notice The ended task holds nothing to refund.
     error MarketNothingToRefund(uint256 taskId);
 
     /// @notice Create a task and escrow its bounty (pulled from the caller; needs an allowance).
@@ -304,26 +355,6 @@ interface ITaskMarket {
     function totalCredits() external view returns (uint256);
     /// @notice Credits the account can claim.
     function creditOf(address account) external view returns (uint256);
-    /// @notice The submission id of `trainer` in `round` of `taskId`.
-    function submissionIdOf(uint256 taskId, uint256 round, address trainer) external pure returns (uint256);
-    /// @notice The commitment {submitWork} emits: binds chain id, this contract, task, round and trainer to the proofs.
-    function commitmentOf(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
-        external
-        view
-        returns (bytes32);
-    /// @notice A round's deadlines: submission, attestation, end of challenge window.
-    function deadlinesOf(uint256 taskId, uint256 round)
-        external
-        view
-        returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline);
-    /// @notice Whether the submission is sampled (false until the check seed is fixed).
-    function isSampled(uint256 submissionId) external view returns (bool);
-    /// @notice The validators assigned to check the submission (empty until the check seed is fixed or when not sampled).
-    function assignedValidators(uint256 submissionId) external view returns (address[] memory);
-    /// @notice The round's aggregation committee (empty until the check seed is fixed).
-    function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory);
     /// @notice Whether `aggregator` proposed a checkpoint for `round` since its proposals were last reset.
     function hasProposed(uint256 taskId, uint256 round, address aggregator) external view returns (bool);
-    /// @notice The dispute committee of the submission (empty until the block after the dispute).
-    function disputeCommittee(uint256 submissionId) external view returns (address[] memory);
 }

@@ -124,8 +124,8 @@ contract Handler is ProtocolFixture {
         if (task.ended) return;
         address trainer = trainers[actorSeed % trainers.length];
         uint256 round = task.currentRound;
-        (uint256 submitDeadline,,) = market.deadlinesOf(taskId, round);
-        uint256 id = market.submissionIdOf(taskId, round, trainer);
+        (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
+        uint256 id = lens.submissionIdOf(taskId, round, trainer);
         if (block.timestamp >= submitDeadline || market.getSubmission(id).workUnits != 0) return;
         if (stakes.freeStake(trainer) < task.minTrainerStake) return;
         // Trainers re-use one proofs file per kind of work across rounds: the replay the commitment must stop.
@@ -136,7 +136,7 @@ contract Handler is ProtocolFixture {
         _recordMax(gasBefore - gasleft(), 0);
         submissions.push(id);
         isCheat[id] = cheat;
-        bytes32 commitment = market.commitmentOf(taskId, round, trainer, proofs);
+        bytes32 commitment = lens.commitmentOf(taskId, round, trainer, proofs);
         if (ghost_commitmentSeen[commitment]) ++ghost_commitmentRepeats;
         ghost_commitmentSeen[commitment] = true;
     }
@@ -147,7 +147,7 @@ contract Handler is ProtocolFixture {
         uint256 id = submissions[submissionSeed % submissions.length];
         if (!_inAttestWindow(id)) return;
         _fixSeed();
-        address[] memory assigned = market.assignedValidators(id);
+        address[] memory assigned = lens.assignedValidators(id);
         if (assigned.length == 0) return;
         address validator = assigned[validatorSeed % assigned.length];
         _attestIfNotYet(id, validator, assigned);
@@ -181,7 +181,7 @@ contract Handler is ProtocolFixture {
         uint256 id = submissions[submissionSeed % submissions.length];
         ITaskMarket.Dispute memory d = market.getDispute(id);
         if (!d.open || block.timestamp >= d.deadline) return;
-        address[] memory committee = market.disputeCommittee(id);
+        address[] memory committee = lens.disputeCommittee(id);
         if (committee.length == 0) return;
         uint256 j = memberSeed % committee.length;
         if (d.votedMask & (1 << j) != 0) return;
@@ -198,7 +198,7 @@ contract Handler is ProtocolFixture {
         _voteHonestly(id);
         d = market.getDispute(id);
         if (block.timestamp < d.deadline) {
-            uint256 size = market.disputeCommittee(id).length;
+            uint256 size = lens.disputeCommittee(id).length;
             uint256 validVotes = _popcount(d.validMask);
             uint256 invalidVotes = _popcount(d.votedMask & ~uint256(d.validMask));
             if (2 * validVotes <= size && 2 * invalidVotes <= size) return;
@@ -211,9 +211,9 @@ contract Handler is ProtocolFixture {
         ITaskMarket.Task memory task = market.getTask(taskId);
         if (task.ended) return;
         uint256 round = task.currentRound;
-        (, uint256 validateDeadline,) = market.deadlinesOf(taskId, round);
+        (, uint256 validateDeadline,) = lens.deadlinesOf(taskId, round);
         if (block.timestamp < validateDeadline) return;
-        address[] memory aggregators = market.aggregatorsOf(taskId, round);
+        address[] memory aggregators = lens.aggregatorsOf(taskId, round);
         if (aggregators.length == 0) return;
         address aggregator = aggregators[aggregatorSeed % aggregators.length];
         if (market.hasProposed(taskId, round, aggregator)) return;
@@ -224,7 +224,7 @@ contract Handler is ProtocolFixture {
     function finalise() external {
         ITaskMarket.Task memory task = market.getTask(taskId);
         if (task.ended) return;
-        (,, uint256 challengeDeadline) = market.deadlinesOf(taskId, task.currentRound);
+        (,, uint256 challengeDeadline) = lens.deadlinesOf(taskId, task.currentRound);
         if (block.timestamp < challengeDeadline) return;
         if (market.getRound(taskId, task.currentRound).openDisputes != 0) return;
         market.finaliseRound(taskId);
@@ -257,7 +257,7 @@ contract Handler is ProtocolFixture {
 
     function _settle(uint256 id) internal {
         (,, address trainer) = _decode(id);
-        bool sampled = market.isSampled(id);
+        bool sampled = lens.isSampled(id);
         uint256 stakeBefore = _stakeOf(trainer);
         market.settle(id);
         settledByHandler[id] = true;
@@ -296,7 +296,7 @@ contract Handler is ProtocolFixture {
         ITaskMarket.Task memory task = market.getTask(taskId);
         if (!task.ended) {
             (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline) =
-                market.deadlinesOf(taskId, task.currentRound);
+                lens.deadlinesOf(taskId, task.currentRound);
             if (toNextDeadline) {
                 if (block.timestamp < submitDeadline) target = submitDeadline;
                 else if (block.timestamp < validateDeadline) target = validateDeadline;
@@ -323,7 +323,7 @@ contract Handler is ProtocolFixture {
             uint256 id = submissions[i];
             (, uint256 r,) = _decode(id);
             if (r != round) continue;
-            address[] memory assigned = market.assignedValidators(id);
+            address[] memory assigned = lens.assignedValidators(id);
             for (uint256 j = 0; j < assigned.length; ++j) {
                 if (assigned[j] != liar) _attestIfNotYet(id, assigned[j], assigned);
             }
@@ -346,7 +346,7 @@ contract Handler is ProtocolFixture {
     function _voteHonestly(uint256 id) internal {
         ITaskMarket.Dispute memory d = market.getDispute(id);
         if (block.timestamp >= d.deadline) return;
-        address[] memory committee = market.disputeCommittee(id);
+        address[] memory committee = lens.disputeCommittee(id);
         for (uint256 j = 0; j < committee.length; ++j) {
             if (committee[j] == liar || d.votedMask & (1 << j) != 0) continue;
             vm.prank(committee[j]);
@@ -361,20 +361,20 @@ contract Handler is ProtocolFixture {
     function _committeeSize(uint256 id) internal view returns (uint256) {
         (uint256 tid, uint256 round,) = _decode(id);
         uint256 n = market.getRound(tid, round).validatorCount;
-        uint256 assigned = market.assignedValidators(id).length;
+        uint256 assigned = lens.assignedValidators(id).length;
         uint256 left = n - assigned;
         return left < 3 ? left : 3;
     }
 
     function _inAttestWindow(uint256 id) internal view returns (bool) {
         (uint256 tid, uint256 round,) = _decode(id);
-        (uint256 submitDeadline, uint256 validateDeadline,) = market.deadlinesOf(tid, round);
+        (uint256 submitDeadline, uint256 validateDeadline,) = lens.deadlinesOf(tid, round);
         return block.timestamp >= submitDeadline && block.timestamp < validateDeadline;
     }
 
     function _inChallengeWindow(uint256 id) internal view returns (bool) {
         (uint256 tid, uint256 round,) = _decode(id);
-        (, uint256 validateDeadline, uint256 challengeDeadline) = market.deadlinesOf(tid, round);
+        (, uint256 validateDeadline, uint256 challengeDeadline) = lens.deadlinesOf(tid, round);
         return block.timestamp >= validateDeadline && block.timestamp < challengeDeadline;
     }
 

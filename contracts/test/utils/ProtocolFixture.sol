@@ -5,13 +5,15 @@ import {Test} from "./Test.sol";
 import {DevToken} from "../../src/DevToken.sol";
 import {StakeManager} from "../../src/StakeManager.sol";
 import {TaskMarket} from "../../src/TaskMarket.sol";
+import {TaskMarketLens} from "../../src/TaskMarketLens.sol";
 
 /// @dev The protocol deployed and bound, every holder funded and approving both contracts:
-///      shared by the unit tests' BaseTest and the invariant suite's Handler.
+///      shared by the unit tests' BaseTest and the invariant suite's Handler, with the market's lens.
 abstract contract ProtocolFixture is Test {
     DevToken public token;
     StakeManager public stakes;
     TaskMarket public market;
+    TaskMarketLens public lens;
 
     /// @dev [creator, auditor, trainers..., validators...], the order both suites fund.
     function _holders(address creator, address auditor, address[] memory trainers, address[] memory validators)
@@ -38,6 +40,7 @@ abstract contract ProtocolFixture is Test {
         token = new DevToken(holders, amounts);
         stakes = new StakeManager(token, unbondingPeriod);
         market = new TaskMarket(token, stakes);
+        lens = new TaskMarketLens(market);
         stakes.bindMarket(address(market));
         for (uint256 i = 0; i < holders.length; ++i) {
             vm.startPrank(holders[i]);

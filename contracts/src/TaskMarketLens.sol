@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {ITaskMarket} from "./interfaces/ITaskMarket.sol";
+import {ITaskMarketLens} from "./interfaces/ITaskMarketLens.sol";
+import {Draws} from "./libraries/Draws.sol";
+import {Ids} from "./libraries/Ids.sol";
+import {Params} from "./libraries/Params.sol";
+
+/// @title TaskMarketLens
+/// @notice The derived views of one {TaskMarket}, read through its getters and computed with the
+///         libraries the market runs. Holds no state but the market's address. See {ITaskMarketLens}.
+contract TaskMarketLens is ITaskMarketLens {
+    /// @inheritdoc ITaskMarketLens
+    ITaskMarket public immutable market;
+
+    /// @param taskMarket The market whose state this lens reads.
+    constructor(ITaskMarket taskMarket) {
+        market = taskMarket;
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function submissionIdOf(uint256 taskId, uint256 round, address trainer) external pure returns (uint256) {
+        return Ids.submissionId(taskId, round, trainer);
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function commitmentOf(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
+        external
+        view
+        returns (bytes32)
+    {
+        return Ids.commitment(address(market), taskId, round, trainer, proofsDigest);
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function deadlinesOf(uint256 taskId, uint256 round)
+        external
+        view
+        returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline)
+    {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (task.creator == address(0)) revert ITaskMarket.MarketUnknownTask(taskId);
+        return Ids.deadlines(
+            market.getRound(taskId, round).openedAt, task.submitWindow, task.validateWindow, task.challengeWindow
+        );
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function isSampled(uint256 submissionId) external view returns (bool) {
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
+        bytes32 seed = market.getRound(taskId, round).checkSeed;
+        return seed != 0 && Draws.isSampled(seed, submissionId, market.getTask(taskId).sampleRatePpm);
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function assignedValidators(uint256 submissionId) external view returns (address[] memory) {
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
+        ITaskMarket.Round memory rd = market.getRound(taskId, round);
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (rd.checkSeed == 0 || !Draws.isSampled(rd.checkSeed, submissionId, task.sampleRatePpm)) {
+            return new address[](0);
+        }
+        return _addresses(
+            taskId, Draws.assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck)
+        );
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory) {
+        ITaskMarket.Round memory rd = market.getRound(taskId, round);
+        if (rd.checkSeed == 0) return new address[](0);
+        return _addresses(
+            taskId, Draws.aggregatorIndices(rd.checkSeed, rd.validatorCount, market.getTask(taskId).validatorsPerCheck)
+        );
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function disputeCommittee(uint256 submissionId) external view returns (address[] memory) {
+        ITaskMarket.Dispute memory d = market.getDispute(submissionId);
+        if (d.disputer == address(0)) return new address[](0);
+        bytes32 seed = d.seed;
+        if (seed == 0) {
+            if (block.number <= d.filedBlock) return new address[](0);
+            seed = Draws.disputeSeedAt(d.filedBlock, submissionId);
+        }
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
+        ITaskMarket.Round memory rd = market.getRound(taskId, round);
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        return _addresses(
+            taskId,
+            Draws.committeeIndices(
+                rd.checkSeed, seed, submissionId, rd.validatorCount, task.validatorsPerCheck, task.sampleRatePpm
+            )
+        );
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function maxSubmissionReward(uint256 bounty, uint256 rounds, uint256 validatorFeeBps)
+        external
+        pure
+        returns (uint256)
+    {
+        return Params.maxSubmissionReward(bounty, rounds, validatorFeeBps);
+    }
+
+    function _addresses(uint256 taskId, uint256[] memory indices) private view returns (address[] memory accounts) {
+        address[] memory validators = market.validatorsOf(taskId);
+        accounts = new address[](indices.length);
+        for (uint256 i = 0; i < indices.length; ++i) {
+            accounts[i] = validators[indices[i]];
+        }
+    }
+}

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {ITaskMarket} from "./ITaskMarket.sol";
+
+/// @title ITaskMarketLens
+/// @notice Views of one market that anyone can recompute from its state: ids, commitments, deadlines
+///         and who checks what. They live beside the market, not in it, so the market keeps room under
+///         the contract size limit for its rules. Every answer is what the market itself computes
+///         when a transaction needs it (the same library code).
+interface ITaskMarketLens {
+    /// @notice The market this lens reads.
+    function market() external view returns (ITaskMarket);
+    /// @notice The submission id of `trainer` in `round` of `taskId`.
+    function submissionIdOf(uint256 taskId, uint256 round, address trainer) external pure returns (uint256);
+    /// @notice The commitment {ITaskMarket-submitWork} emits: binds chain id, the market, task, round and
+    ///         trainer to the proofs.
+    function commitmentOf(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
+        external
+        view
+        returns (bytes32);
+    /// @notice A round's deadlines: submission, attestation, end of challenge window. Reverts
+    ///         {ITaskMarket-MarketUnknownTask} for a task that does not exist.
+    function deadlinesOf(uint256 taskId, uint256 round)
+        external
+        view
+        returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline);
+    /// @notice Whether the submission is sampled (false until the check seed is fixed).
+    function isSampled(uint256 submissionId) external view returns (bool);
+    /// @notice The validators assigned to check the submission (empty until the check seed is fixed or when not sampled).
+    function assignedValidators(uint256 submissionId) external view returns (address[] memory);
+    /// @notice The round's aggregation committee (empty until the check seed is fixed).
+    function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory);
+    /// @notice The dispute committee of the submission (empty until the block after the dispute).
+    function disputeCommittee(uint256 submissionId) external view returns (address[] memory);
+    /// @notice The most one submission can earn in a task with these numbers: the largest round's
+    ///         trainer budget (the last round takes the bounty's rounding remainder).
+    /// @param bounty The bounty in wei.
+    /// @param rounds The number of rounds.
+    /// @param validatorFeeBps The validators' share of a round's budget.
+    /// @return Amount in wei.
+    function maxSubmissionReward(uint256 bounty, uint256 rounds, uint256 validatorFeeBps)
+        external
+        pure
+        returns (uint256);
+}

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+/// @title Ids
+/// @notice Submission ids, commitments and deadlines, computed one way for the market, its lens and
+///         (in `protocol/chain/ids.py`) every off-chain role.
+library Ids {
+    /// @dev `taskId << 192 | round << 160 | trainer`: one submission per trainer and round.
+    function submissionId(uint256 taskId, uint256 round, address trainer) internal pure returns (uint256) {
+        return (taskId << 192) | (round << 160) | uint256(uint160(trainer));
+    }
+
+    /// @dev The task a submission id belongs to.
+    function taskOf(uint256 id) internal pure returns (uint256) {
+        return id >> 192;
+    }
+
+    /// @dev The task and round a submission id belongs to.
+    function taskAndRound(uint256 id) internal pure returns (uint256 taskId, uint256 round) {
+        taskId = id >> 192;
+        round = (id >> 160) & type(uint32).max;
+    }
+
+    /// @dev The task, round and trainer a submission id packs.
+    function decode(uint256 id) internal pure returns (uint256 taskId, uint256 round, address trainer) {
+        taskId = id >> 192;
+        round = (id >> 160) & type(uint32).max;
+        trainer = address(uint160(id));
+    }
+
+    /// @dev What {ITaskMarket-submitWork} emits: binds this chain, the market, task, round and trainer
+    ///      to the proofs, so a copied commitment names its first sender.
+    function commitment(address market, uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
+        internal
+        view
+        returns (bytes32)
+    {
+        return keccak256(abi.encode(block.chainid, market, taskId, round, trainer, proofsDigest));
+    }
+
+    /// @dev A round's deadlines from its opening time and the task's windows: submissions until the
+    ///      first, attestations until the second, disputes until the third.
+    function deadlines(uint256 openedAt, uint256 submitWindow, uint256 validateWindow, uint256 challengeWindow)
+        internal
+        pure
+        returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline)
+    {
+        submitDeadline = openedAt + submitWindow;
+        validateDeadline = submitDeadline + validateWindow;
+        challengeDeadline = validateDeadline + challengeWindow;
+    }
+}
