@@ -33,7 +33,7 @@ from protocol.artifacts.fetch import RelayStore
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import assigned_indices, is_sampled
 from protocol.chain.client import Crucible
-from protocol.chain.ids import decode_submission_id
+from protocol.chain.ids import checkpoint_digests, decode_submission_id
 from protocol.errors import ConfigError, CrucibleError, OwnFault
 from protocol.ml.aggregation import load_included_updates, publish_next_checkpoint
 from protocol.ml.envs.spec import EnvSpec, parse_spec
@@ -74,10 +74,8 @@ class Auditor:
 
     def checkpoint_cids(self, task_id: int) -> dict[bytes, str]:
         """Every checkpoint the task used, by the digest the chain stores."""
-        created = self.created(task_id)
-        cids = [str(created.args["modelCid"])]
-        cids += [str(e.args["checkpointCid"]) for e in self.index.events("CheckpointAgreed", task=task_id)]
-        return {keccak(text=cid): cid for cid in cids}
+        agreed = [str(e.args["checkpointCid"]) for e in self.index.events("CheckpointAgreed", task=task_id)]
+        return checkpoint_digests(str(self.created(task_id).args["modelCid"]), agreed)
 
     def validators(self, task_id: int) -> list[str]:
         """The task's validators by slot, as the market numbers them."""

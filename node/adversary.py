@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from eth_utils import keccak
 
-from protocol.errors import ConfigError
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.generation import Generated, generate
 from protocol.ml.inference import prefill
 from protocol.ml.model import LoadedModel
 from protocol.ml.tokenizer import completion_text, prompt_ids
 from protocol.runtime.journal import RoundRecord
+from protocol.runtime.participant import red_team_of
 from protocol.work.rollouts import RolloutFile
 from protocol.work.round import RoundContext, Slot
 
@@ -227,9 +227,4 @@ ADVERSARIES: dict[str, type[Adversary]] = {
 
 def adversary_of(name: str | None) -> Adversary | None:
     """The strategy called `name` (None for an honest node); ConfigError for an unknown one."""
-    if name is None:
-        return None
-    kind = ADVERSARIES.get(name)
-    if kind is None:
-        raise ConfigError(f"unknown adversary {name!r}: one of {', '.join(ADVERSARIES)}")
-    return kind()
+    return red_team_of(ADVERSARIES, name, "adversary")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from protocol.errors import ConfigError
+from protocol.runtime.participant import red_team_of
 from protocol.work.checks import CheckResult, Verdict
 
 
@@ -45,9 +45,4 @@ ADVERSARIES: dict[str, type[ValidatorAdversary]] = {kind.name: kind for kind in 
 
 def adversary_of(name: str | None) -> ValidatorAdversary | None:
     """The strategy called `name` (None for an honest validator); ConfigError for an unknown one."""
-    if name is None:
-        return None
-    kind = ADVERSARIES.get(name)
-    if kind is None:
-        raise ConfigError(f"unknown validator adversary {name!r}: one of {', '.join(ADVERSARIES)}")
-    return kind()
+    return red_team_of(ADVERSARIES, name, "validator adversary")

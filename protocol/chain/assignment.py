@@ -1,7 +1,8 @@
 """Who checks what: the market's sampling, assignment, aggregator and committee draws, computed off
-chain exactly as `TaskMarket` computes them (its `_sampled`, `_assignedIndices`,
-`_aggregatorIndices`, `_committeeIndices` and `_draw`). A validator knows its duties from the
-round's check seed alone; an auditor recomputes them; tests compare both with the contract's views.
+chain exactly as the contracts compute them. Line for line the twin of `contracts/src/libraries/
+Draws.sol` (`isSampled`, `assignedIndices`, `aggregatorIndices`, `committeeIndices`, `draw`); change one
+and change the other. A validator knows its duties from the round's check seed alone; an auditor
+recomputes them; tests compare both with the views of `TaskMarketLens`, which runs the library.
 """
 
 from __future__ import annotations

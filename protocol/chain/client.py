@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from eth_utils import keccak
 from web3.logs import DISCARD
 from web3.types import TxReceipt
 
 from protocol.accounts import Signer
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment
-from protocol.chain.ids import submission_id
+from protocol.chain.ids import checkpoint_digests, submission_id
 from protocol.chain.params import TaskParams
 from protocol.errors import ChainError, ConfigError
 from protocol.values import checked_address, checked_cid, format_tokens
@@ -389,12 +388,10 @@ class Crucible:
 
     def checkpoint_cid(self, task_id: int, round_index: int) -> str:
         """The CID of the checkpoint a round opened on: the initial model or an agreed checkpoint."""
-        digest = self.round(task_id, round_index).checkpoint
-        candidates = [self.task_cids(task_id)[0]]
-        candidates += [str(e["checkpointCid"]) for e in self.events("TaskMarket", "CheckpointAgreed", taskId=task_id)]
-        for cid in candidates:
-            if keccak(text=cid) == digest:
-                return cid
+        agreed = [str(e["checkpointCid"]) for e in self.events("TaskMarket", "CheckpointAgreed", taskId=task_id)]
+        cid = checkpoint_digests(self.task_cids(task_id)[0], agreed).get(self.round(task_id, round_index).checkpoint)
+        if cid is not None:
+            return cid
         raise ChainError(f"no event names the checkpoint of task {task_id} round {round_index}")
 
     def submitted(self, task_id: int, round_index: int, trainer: str) -> dict[str, Any] | None:

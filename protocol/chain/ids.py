@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from eth_abi import encode
 from eth_utils import keccak, to_checksum_address
 
@@ -41,3 +43,9 @@ def commitment(chain_id: int, market: str, task_id: int, round_index: int, train
             [chain_id, market, task_id, round_index, trainer, proofs_digest],
         )
     )
+
+
+def checkpoint_digests(model_cid: str, agreed_cids: Iterable[str]) -> dict[bytes, str]:
+    """The CIDs a task's rounds can open on (its first model, then every agreed checkpoint) by the
+    digest the market stores for a round's checkpoint: keccak256 of the CID's text."""
+    return {keccak(text=cid): cid for cid in [model_cid, *agreed_cids]}

@@ -4,10 +4,10 @@ alike (its state file, collecting its credits)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
@@ -37,6 +37,19 @@ RACED_REVERTS = {
     "MarketTaskEnded",
     "MarketNothingToClaim",
 }
+
+Strategy = TypeVar("Strategy")
+
+
+def red_team_of(kinds: Mapping[str, type[Strategy]], name: str | None, what: str) -> Strategy | None:
+    """The red-team strategy called `name` among `kinds` (None: honest); ConfigError naming `what` and
+    the choices for an unknown one. The node's and the validator's adversaries are picked with it."""
+    if name is None:
+        return None
+    kind = kinds.get(name)
+    if kind is None:
+        raise ConfigError(f"unknown {what} {name!r}: one of {', '.join(kinds)}")
+    return kind()
 
 
 class Participant:

@@ -70,7 +70,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
     assert up.code == 0, up.stderr
     document = up.json()
     assert document["rpc_url"] == f"http://127.0.0.1:{port}"
-    assert set(document["addresses"]) == {"DevToken", "StakeManager", "TaskMarket"}  # type: ignore[arg-type]
+    assert set(document["addresses"]) == {"DevToken", "StakeManager", "TaskMarket", "TaskMarketLens"}  # type: ignore[arg-type]
     yield Devnet(home, deployment, str(document["rpc_url"]))
     assert crucible(home, "devnet", "down", "--json").json() == {"stopped": True}
 
@@ -97,6 +97,21 @@ def test_devnet_status_and_address_book(net: Devnet) -> None:
     # A second `up` finds it running and deployed: nothing new is deployed.
     again = net.run("devnet", "up", "--json").json()
     assert again["deployed"] is False and again["addresses"]["TaskMarket"] == book["TaskMarket"]  # type: ignore[index]
+
+
+def test_an_address_book_from_before_the_lens(net: Devnet) -> None:
+    """An address book written before TaskMarketLens existed: a command names the problem in one line
+    and sends nothing; `devnet up` deploys afresh and writes a complete book (the devnet's book is
+    derived state). Broken version: drop the TaskMarketLens check in `Deployment.load` → the command
+    fails with the dataclass's "missing argument" wording instead."""
+    old = {key: value for key, value in json.loads(net.deployment.read_text()).items() if key != "TaskMarketLens"}
+    stale = net.home / "stale.json"
+    stale.write_text(json.dumps(old))
+    assert_one_line_error(crucible(net.home, "task", "list", deployment=stale), "predates the market's lens")
+    up = crucible(net.home, "devnet", "up", "--json", deployment=stale)
+    assert up.code == 0, up.stderr
+    assert up.json()["deployed"] is True
+    assert json.loads(stale.read_text())["TaskMarketLens"] == up.json()["addresses"]["TaskMarketLens"]  # type: ignore[index]
 
 
 def test_the_devnet_clock_runs_on_its_own_and_advances_on_command(net: Devnet) -> None:

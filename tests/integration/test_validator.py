@@ -92,7 +92,7 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
         return any(address["lazy"] in view.assigned_validators(s) for s in cheats0)
 
     crucible = fix_check_seed_where(crucible.chain.rpc_url, deployment, dev[9], task_id, lazy_checks_a_cheat)
-    # The validators find their duties with protocol/assignment.py: the same draws as the market's views.
+    # The validators find their duties with protocol/chain/assignment.py: the same draws as the market's views.
     state = crucible.round(task_id, 0)
     members = crucible.validators_of(task_id)[: state.validator_count]
     for event in crucible.submissions(task_id, 0):
@@ -261,7 +261,7 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     # Broken version for the dispute: NodeOptions.disputes_rejections returning False → no dispute, the
     # honest submission stays rejected and `resolved[honest_id]` raises KeyError.
     resolved = {int(e["submissionId"]): e for e in crucible.events("TaskMarket", "DisputeResolved")}
-    # Committees as protocol/assignment.py draws them: the market's, none of the assigned validators.
+    # Committees as protocol/chain/assignment.py draws them: the market's, none of the assigned validators.
     state = crucible.round(task_id, 0)
     members = crucible.validators_of(task_id)[: state.validator_count]
     for sid in (honest_id, cheat_id):
