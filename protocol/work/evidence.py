@@ -3,11 +3,11 @@ it measured, the thresholds, and where a failing submission failed (docs/formats
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from protocol.artifacts.manifest import canonical_json
 from protocol.errors import ArtifactError
+from protocol.files import bounded_json
 from protocol.work.checks import Claim, Verdict
 
 SCHEMA = "crucible.evidence"
@@ -49,12 +49,7 @@ def evidence_bytes(document: dict[str, Any]) -> bytes:
 
 def parse_evidence(data: bytes, source: str) -> dict[str, Any]:
     """Parses an evidence file, refusing one of another schema or over the size bound."""
-    if len(data) > MAX_EVIDENCE_BYTES:
-        raise ArtifactError(f"evidence {source} is {len(data)} bytes, above the {MAX_EVIDENCE_BYTES} bound")
-    try:
-        document = json.loads(data)
-    except ValueError as error:
-        raise ArtifactError(f"evidence {source} is not JSON: {error}") from None
+    document = bounded_json(data, MAX_EVIDENCE_BYTES, f"evidence {source}", ArtifactError)
     if not isinstance(document, dict) or document.get("schema") != SCHEMA or document.get("schema_version") != VERSION:
         raise ArtifactError(f"evidence {source} is not a {SCHEMA} v{VERSION} document")
     return document

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from protocol.errors import ConfigError
+from protocol.files import bounded_json
 from protocol.ml.envs.base import Environment
 from protocol.ml.envs.registry import environment_of
 
@@ -141,12 +142,7 @@ def default_spec(name: str) -> EnvSpec:
 
 def parse_spec(data: bytes, source: str) -> EnvSpec:
     """Parses spec bytes, naming the first problem; `source` names where they came from."""
-    if len(data) > MAX_SPEC_BYTES:
-        raise ConfigError(f"environment spec {source} is {len(data)} bytes, above {MAX_SPEC_BYTES}")
-    try:
-        document = json.loads(data)
-    except ValueError as error:
-        raise ConfigError(f"environment spec {source} is not JSON: {error}") from None
+    document = bounded_json(data, MAX_SPEC_BYTES, f"environment spec {source}", ConfigError)
     if not isinstance(document, dict):
         raise ConfigError(f"environment spec {source} must be a JSON object")
     return _validated(document, source)
