@@ -73,8 +73,25 @@ class TrainerNode(Participant):
         """Refuses to start when the node cannot take part; returns the task's environment spec."""
         adversary = self.options.adversary
         self.refuse_red_team_off_devnet(adversary.name if adversary else None, self.options.force_adversary)
-        self.check_stake(Role.TRAINER, self.crucible.task(self.options.task_id).min_trainer_stake)
+        # Stake its own open submissions lock is its own: a node restarted after submitting resumes them
+        # (and settles them, which unlocks it) instead of asking for more.
+        open_own = self._open_submissions()
+        self.check_stake(Role.TRAINER, None if open_own else self.crucible.task(self.options.task_id).min_trainer_stake)
+        for event in open_own:
+            round_index = int(event["round"])
+            if self.journal.get(round_index) is None:  # the journal lost: the chain says what was sent
+                self.journal.record(round_index, _sent(event, "", "found on chain"))
+        if open_own:
+            self.reporter.event("resuming", submissions=[str(e["submissionId"]) for e in open_own])
         return self.task_spec()
+
+    def _open_submissions(self) -> list[dict[str, Any]]:
+        """The WorkSubmitted events of this node's submissions to the task not settled yet."""
+        return [
+            event
+            for event in self.crucible.submissions(self.options.task_id)
+            if event["trainer"] == self.address and not self.crucible.submission(int(event["submissionId"])).settled
+        ]
 
     # ------------------------------------------------------------ loop
 
@@ -144,10 +161,7 @@ class TrainerNode(Participant):
             # Sent before a crash: keep what the chain says it was (and the digest, if prepared here).
             known = self.journal.get(round_index)
             digest = known.proofs_digest if known else ""
-            sent = RoundRecord(
-                "submitted", found["rolloutCid"], found["updateCid"], int(found["workUnits"]), digest, "found on chain"
-            )
-            self.journal.record(round_index, sent)
+            self.journal.record(round_index, _sent(found, digest, "found on chain"))
             return
         deadline = self.crucible.deadlines(task_id, round_index).submit
         now = self.crucible.chain.now()
@@ -159,6 +173,10 @@ class TrainerNode(Participant):
                 return self._skip(
                     round_index, f"{deadline - now} s left, the last round's work took {self._last_work_s:.0f} s"
                 )
+            free = self.crucible.stake_account(self.address).free
+            if free < self.crucible.task(task_id).min_trainer_stake:
+                # Its open submissions still lock the stake (settled when their rounds end), or it was slashed.
+                return self._skip(round_index, "not enough free stake to back another submission")
             prepared = self._prepare(round_index, spec)
         else:
             prepared = record
@@ -252,6 +270,9 @@ class TrainerNode(Participant):
                 return self.journal.record(round_index, choice.now("submitted", "found on chain"))
             if error.name == "MarketOutsideWindow":
                 return self._skip(round_index, "the submission window closed while sending")
+            if error.name == "StakeInsufficientFree":
+                # Its earlier submissions still hold their locks (not settled yet), or it was slashed.
+                return self._skip(round_index, "not enough free stake to back another submission")
             raise
         self.journal.record(round_index, choice.now("submitted"))
         self.summary.submitted.append(round_index)
@@ -309,3 +330,10 @@ class TrainerNode(Participant):
             self.journal.record(round_index, record.now("settled", record.reason))
             self.reporter.event("settled", round=round_index, rejected=self.crucible.submission(submission).rejected)
         self.summary.claimed_wei += self.claim_credits()
+
+
+def _sent(event: dict[str, Any], proofs_digest: str, reason: str) -> RoundRecord:
+    """The journal record of a submission the chain holds (its WorkSubmitted event)."""
+    return RoundRecord(
+        "submitted", str(event["rolloutCid"]), str(event["updateCid"]), int(event["workUnits"]), proofs_digest, reason
+    )

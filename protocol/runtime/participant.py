@@ -16,6 +16,7 @@ from protocol.config import crucible_home
 from protocol.errors import ConfigError, ContractRevert, RpcUnreachable
 from protocol.ml.envs.spec import EnvSpec, parse_spec
 from protocol.runtime.reporter import Reporter
+from protocol.values import format_tokens, from_wei
 
 MAX_OUTAGE_BACKOFF_S = 10.0
 # Red-team modes run here only, unless forced.
@@ -82,9 +83,12 @@ class Participant:
         if account.staked and account.role != role:
             raise ConfigError(f"{self.address} is staked as a {account.role.name.lower()}, not as a {name}")
         if needed_wei is not None and account.free < needed_wei:
+            decimals, symbol = self.crucible.decimals, self.crucible.symbol
+            missing = from_wei(needed_wei - account.free, decimals)
             raise ConfigError(
-                f"{self.address} has {account.free} free stake (wei); task {self.task_id} needs "
-                f"{needed_wei}: run `crucible stake deposit --role {name}` first"
+                f"{self.address} has {format_tokens(account.free, decimals, symbol)} of free stake; task "
+                f"{self.task_id} needs {format_tokens(needed_wei, decimals, symbol)}: stake {missing} more with "
+                f"`crucible stake deposit {missing} --role {name}`"
             )
 
     def task_spec(self) -> EnvSpec:

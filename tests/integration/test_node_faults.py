@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import pytest
 
-from protocol.accounts import Signer
+from protocol.accounts import PRIVATE_KEY_ENV, Signer
 from protocol.artifacts.store import LocalStore
 from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
@@ -63,7 +63,7 @@ def _task(crucible: Crucible, home: Path, model_folder: Path, creator: Signer, r
 class NodeProcess:
     """`crucible node run` as a child process, its JSON events read line by line."""
 
-    def __init__(self, home: Path, chain: Chain, book: Path, *args: str) -> None:
+    def __init__(self, home: Path, chain: Chain, book: Path, *args: str, key: str | None = None) -> None:
         command = [
             CRUCIBLE,
             "--rpc",
@@ -78,6 +78,8 @@ class NodeProcess:
             "0.2",
         ]
         env = {**os.environ, "CRUCIBLE_HOME": str(home)}
+        if key is not None:
+            env[PRIVATE_KEY_ENV] = key
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.events: list[dict[str, Any]] = []
 
@@ -138,13 +140,51 @@ def test_a_late_round_is_skipped_and_a_killed_node_never_submits_twice(
     assert len(crucible.submissions(task_id, 1)) == 1
 
 
+def test_a_node_restarted_after_submitting_resumes_its_own_submission(
+    tiny_model: Path, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
+) -> None:
+    """A node whose own open submission locks most of its stake is stopped after submitting and started
+    again: the locked stake is its own, so it resumes (journal kept, and journal lost), settles its
+    submission when the round ends, and claims. Broken version: pass the task's minimum stake to
+    `check_stake` whatever the node's open submissions (the old readiness check) → the restart exits
+    with "free stake" and `until("resuming")` fails."""
+    task_id = _task(crucible, crucible_home, tiny_model, dev[0], rounds=1)
+    signer, key = devnet.funded_account(crucible, dev[0], f"restart-{task_id}", 1000 * TOKEN)
+    crucible.stake(signer, 600 * TOKEN, Role.TRAINER)  # the task locks 500 a submission: 100 left free
+    book = tmp_path / "deployment.json"
+    args = ("--task", str(task_id), "--account", "env", "--rounds", "1")
+    first = NodeProcess(crucible_home, chain, book, *args, key=key)
+    try:
+        first.until("submitted", round=0)
+    finally:
+        first.kill()
+    assert crucible.stake_account(signer.address).free == 100 * TOKEN
+    for attempt in range(2):
+        if attempt == 1:
+            for journal in (crucible_home / "node").glob(f"*{signer.address}.json"):
+                journal.unlink()
+        node = NodeProcess(crucible_home, chain, book, *args, key=key)
+        try:
+            resumed = node.until("resuming")
+            assert resumed["submissions"] == [str(crucible.submissions(task_id, 0)[0]["submissionId"])]
+            if attempt == 1:
+                devnet.warp_to(chain, crucible.deadlines(task_id, 0).challenge)
+                node.until("settled", round=0)
+                node.until("finished")
+        finally:
+            node.kill()
+    assert crucible.stake_account(signer.address).free == 600 * TOKEN, "its stake unlocked once settled"
+
+
 def test_node_refuses_bad_setups_with_one_line(
     tiny_model: Path, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
 ) -> None:
     task_id = _task(crucible, crucible_home, tiny_model, dev[0])
     book = str(tmp_path / "deployment.json")
     base = ["--rpc", chain.rpc_url, "--deployment", book, "node", "run"]
-    assert_one_line_error(cli(crucible_home, *base, "--task", str(task_id), "--account", "dev3"), "free stake")
+    # The exact amount missing, and the command that stakes it (the task needs 500, dev3 has none).
+    missing = "stake 500 more with `crucible stake deposit 500 --role trainer`"
+    assert_one_line_error(cli(crucible_home, *base, "--task", str(task_id), "--account", "dev3"), missing)
     crucible.stake(dev[4], 200 * TOKEN, Role.VALIDATOR)
     assert_one_line_error(cli(crucible_home, *base, "--task", str(task_id), "--account", "dev4"), "not as a trainer")
     assert_one_line_error(cli(crucible_home, *base, "--task", "99", "--account", "dev3"), "unknown task 99")
