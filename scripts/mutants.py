@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKET = "contracts/src/TaskMarket.sol"
+IDS = "contracts/src/libraries/Ids.sol"
 # The platform binary itself: the npm wrapper in node_modules/.bin exits 0 even when tests fail.
 ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
 FORGE = ROOT / f"node_modules/@foundry-rs/forge-linux-{ARCH}/bin/forge"
@@ -39,15 +40,15 @@ MUTANTS = [
     (
         "first-vote-rejects",
         MARKET,
-        "if (!sub.rejected && 2 * _popcount(sub.invalidMask) > assigned.length) {",
+        "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > assigned.length) {",
         "if (!sub.rejected) {",
         "invariant_honestTrainerNeverSlashed",
     ),
     (
         "unanimity",
         MARKET,
-        "if (!sub.rejected && 2 * _popcount(sub.invalidMask) > assigned.length) {",
-        "if (!sub.rejected && _popcount(sub.invalidMask) == assigned.length) {",
+        "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > assigned.length) {",
+        "if (!sub.rejected && Draws.popcount(sub.invalidMask) == assigned.length) {",
         "invariant_sampledCheatAlwaysSlashed",
     ),
     (
@@ -59,9 +60,9 @@ MUTANTS = [
     ),
     (
         "commitment-without-round",
-        MARKET,
-        "abi.encode(block.chainid, address(this), taskId, round, trainer, proofsDigest)",
-        "abi.encode(block.chainid, address(this), taskId, trainer, proofsDigest)",
+        IDS,
+        "abi.encode(block.chainid, market, taskId, round, trainer, proofsDigest)",
+        "abi.encode(block.chainid, market, taskId, trainer, proofsDigest)",
         "invariant_commitmentsNeverRepeat",
     ),
     (
