@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from cli.context import CliContext, confirm_or_abort, context
+from cli.context import STORE_HELP, CliContext, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.store import keep_local_copy
@@ -20,7 +20,7 @@ from protocol.chain.params import BPS, PPM, TaskParams, least_deterrent_slash, m
 from protocol.errors import ConfigError
 from protocol.values import checked_cid, format_tokens, from_wei
 
-app = typer.Typer(no_args_is_help=True, help="Create, list, show and refund tasks.")
+app = typer.Typer(no_args_is_help=True, help="Create, list, show, finalise and refund tasks.")
 
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 ACCOUNT = typer.Option("dev0", "--account", help="devN, env, a keystore name or address.")
@@ -46,6 +46,34 @@ def _env_cid(env: str) -> str:
     if env.endswith(".json") or "/" in env:
         raise ConfigError(f"no such environment spec file: {env}")
     return checked_cid(env, "environment CID")
+
+
+def _check_served(model_cid: str, env_cid: str, store_text: str | None) -> None:
+    """Refuses a task whose model or spec the store cannot serve: trainers could never start, and the
+    bounty would sit in escrow until someone closed the rounds. The model's manifest and the spec are
+    fetched (checked against their CIDs) and parsed; a local store must hold every shard too."""
+    from protocol.artifacts.backends import open_store
+    from protocol.artifacts.manifest import load_manifest
+    from protocol.artifacts.store import LocalStore
+    from protocol.errors import CrucibleError, OwnFault
+    from protocol.ml.envs.spec import parse_spec
+
+    store = open_store(store_text)
+    hint = "publish it first (`crucible model publish`), or pass --skip-availability-check (nothing sent)"
+    try:
+        manifest = load_manifest(model_cid, store)
+    except (CrucibleError, OwnFault) as error:
+        raise ConfigError(f"the store cannot serve the model {model_cid}: {error}; {hint}") from None
+    if manifest.kind != "checkpoint":
+        raise ConfigError(f"{model_cid} is an {manifest.kind} manifest, not a checkpoint (nothing sent)")
+    if isinstance(store, LocalStore):
+        missing = [shard.cid for shard in manifest.shards if not store.has(shard.cid)]
+        if missing:
+            raise ConfigError(f"the store lacks {len(missing)} shard(s) of the model {model_cid}; {hint}")
+    try:
+        parse_spec(store.get(env_cid), env_cid)
+    except CrucibleError as error:
+        raise ConfigError(f"the store cannot serve the environment spec {env_cid}: {error} (nothing sent)") from None
 
 
 @app.command()
@@ -80,6 +108,12 @@ def create(
     ),
     validate_window: int = typer.Option(300, "--validate-window", help="Seconds for attestations."),
     challenge_window: int = typer.Option(300, "--challenge-window", help="Seconds for disputes."),
+    store: str = typer.Option(None, "--store", help=STORE_HELP + " The model and spec must be served there."),
+    skip_availability_check: bool = typer.Option(
+        False,
+        "--skip-availability-check",
+        help="Create the task without checking that --store serves the model and the spec.",
+    ),
     account: str = ACCOUNT,
     yes: bool = YES,
     json_output: bool = JSON,
@@ -87,6 +121,8 @@ def create(
     """Create a task: shows the deterrence ratio, asks, escrows the bounty and prints the task id."""
     checked_cid(model, "model CID")
     env_cid = _env_cid(env)
+    if not skip_availability_check:
+        _check_served(model, env_cid, store)
     cli = context(ctx)
     crucible = cli.crucible()
     decimals = crucible.decimals
@@ -323,6 +359,41 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
                 "yes" if sub["settled"] else "no",
             )
         stdout.print(table if round_doc["submissions"] else f"Round {round_doc['round']}: no submissions")
+
+
+@app.command()
+def finalise(
+    ctx: typer.Context,
+    task_id: int = typer.Argument(..., help="Task id."),
+    account: str = ACCOUNT,
+    yes: bool = YES,
+    json_output: bool = JSON,
+) -> None:
+    """Close the task's current round once its windows passed (anyone; a round nobody worked on too)."""
+    cli: CliContext = context(ctx)
+    crucible = cli.crucible()
+    task = crucible.task(task_id)
+    if task.ended:
+        raise ConfigError(f"task {task_id} has ended: nothing to finalise")
+    round_index = task.current_round
+    closes = crucible.deadlines(task_id, round_index).challenge
+    now = crucible.chain.now()
+    if now < closes:
+        raise ConfigError(
+            f"round {round_index} of task {task_id} is open until {closes} ({closes - now} s from now): "
+            "it can be finalised after its challenge window"
+        )
+    state = crucible.round(task_id, round_index)
+    if state.open_disputes:
+        raise ConfigError(f"round {round_index} of task {task_id} has {state.open_disputes} dispute(s) open")
+    signer = cli.signer(account)
+    confirm_or_abort(f"Finalise round {round_index} of task {task_id}?", yes)
+    crucible.finalise_round(signer, task_id)
+    ended = crucible.task(task_id).ended
+    if json_output:
+        emit_json({"task_id": task_id, "round": round_index, "task_ended": ended})
+    else:
+        stdout.print(f"finalised round {round_index} of task {task_id}" + ("; the task has ended" if ended else ""))
 
 
 @app.command()

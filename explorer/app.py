@@ -50,30 +50,40 @@ class Syncer:
         self.evaluate = evaluate
         self.stop = threading.Event()
         self.error: str | None = None
+        # A task whose checkpoints cannot be read (a model CID no store serves) is warned about on its
+        # own pages; the index and every other task keep being served.
+        self.task_warnings: dict[int, str] = {}
         self.thread = threading.Thread(target=self._run, daemon=True, name="explorer-sync")
 
     def _run(self) -> None:
         auditor = self.make_auditor()
         try:
             while not self.stop.is_set():
-                try:
-                    auditor.index.sync()
-                    if self.evaluate:
-                        self._evaluate(auditor)
-                    self.error = None
-                except CrucibleError as error:
-                    self.error = str(error)  # shown on the pages; tried again next time
+                self.sync_once(auditor)
                 self.stop.wait(self.every_s)
         finally:
             auditor.index.close()
 
-    @staticmethod
-    def _evaluate(auditor: Auditor) -> None:
+    def sync_once(self, auditor: Auditor) -> None:
+        """One pass: the index brought up to the chain, then every new agreed checkpoint evaluated. A
+        failure of the index is shown on every page; a task's unreadable artifacts on that task's only."""
+        try:
+            auditor.index.sync()
+            self.error = None
+        except CrucibleError as error:
+            self.error = str(error)  # tried again next time
+            return
+        if not self.evaluate:
+            return
         for task_id in auditor.index.task_ids():
-            env_cid = str(auditor.created(task_id).args["envCid"])
-            for cid in auditor.checkpoint_cids(task_id).values():
-                if auditor.index.evaluation(cid) is None:
-                    auditor.accuracy(cid, env_cid)
+            try:
+                env_cid = str(auditor.created(task_id).args["envCid"])
+                for cid in auditor.checkpoint_cids(task_id).values():
+                    if auditor.index.evaluation(cid) is None:
+                        auditor.accuracy(cid, env_cid)
+                self.task_warnings.pop(task_id, None)
+            except CrucibleError as error:
+                self.task_warnings[task_id] = f"its checkpoints cannot be evaluated: {error}"
 
 
 def create_app(
@@ -164,12 +174,12 @@ def create_app(
 
     @app.get("/tasks/{task_id}", response_class=HTMLResponse, include_in_schema=False)
     def task_page(task_id: int = PathParam(ge=0, le=MAX_ID)) -> HTMLResponse:
-        document = data(lambda: views.task(task_id))
+        document = data(lambda: views.task(task_id)) | {"warning": syncer.task_warnings.get(task_id)}
         return html("task.html", **document, charts=_task_charts(document))
 
     @app.get("/api/tasks/{task_id}", summary="A task: parameters, rounds, accuracy, money check")
     def task_api(task_id: int = PathParam(ge=0, le=MAX_ID)) -> dict[str, Any]:
-        return data(lambda: views.task(task_id))
+        return data(lambda: views.task(task_id)) | {"warning": syncer.task_warnings.get(task_id)}
 
     @app.get("/tasks/{task_id}/rounds/{round_index}", response_class=HTMLResponse, include_in_schema=False)
     def round_page(task_id: int = PathParam(ge=0, le=MAX_ID), round_index: int = PathParam(ge=0, le=65535)) -> Any:

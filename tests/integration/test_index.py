@@ -3,13 +3,20 @@ rebuild from nothing gives the same rows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from auditor.audit import Auditor
 from auditor.index import EventIndex
+from explorer.app import Syncer
 from protocol.accounts import Signer
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.artifacts.store import LocalStore
 from protocol.chain.client import Crucible, Role
+from protocol.chain.params import demo_task_params
+from protocol.ml.envs.spec import default_spec
 
 pytestmark = pytest.mark.integration
 TOKEN = 10**18
@@ -94,3 +101,31 @@ def test_an_index_of_another_deployment_is_refused(crucible: Crucible, tmp_path:
         db.execute("UPDATE meta SET value = '0x0000000000000000000000000000000000000001' WHERE key = 'market'")
     with pytest.raises(ConfigError, match="another deployment"):
         EventIndex(crucible, tmp_path / "index.sqlite")
+
+
+def test_one_tasks_unreadable_model_leaves_the_explorer_serving_the_others(
+    crucible: Crucible, dev: list[Signer], crucible_home: Path, model_cid_factory: Callable[[Path], str]
+) -> None:
+    """Two tasks, one created (forced past `task create`'s check) on a model CID no store serves: the
+    explorer's sync keeps the index current and evaluates the sound task's model, and warns about the
+    other on that task's pages only. Broken version: let `Syncer.sync_once` evaluate every task inside
+    one try (the old loop) → `syncer.error` is set and every page shows it."""
+    store = LocalStore(crucible_home / "store")
+    spec = default_spec("arithmetic")
+    spec.eval_size = 4
+    env_cid = store.put(spec.canonical_bytes())
+    sound_model = model_cid_factory(crucible_home)
+    params = demo_task_params(rounds=1)
+    sound = crucible.create_task(dev[0], params, sound_model, env_cid)
+    stranded = crucible.create_task(dev[0], params, cid_of_bytes(b"bytes nobody serves"), env_cid)
+    auditor = Auditor(crucible, EventIndex(crucible, crucible_home / "explorer.sqlite"), store, rerun=False)
+    syncer = Syncer(lambda: auditor, every_s=1, evaluate=True)
+    try:
+        syncer.sync_once(auditor)
+        assert syncer.error is None, syncer.error
+        assert set(syncer.task_warnings) == {stranded}
+        assert "cannot be evaluated" in syncer.task_warnings[stranded]
+        assert auditor.index.evaluation(sound_model) is not None, "the sound task's model was evaluated"
+        assert sound in auditor.index.task_ids()
+    finally:
+        auditor.index.close()
