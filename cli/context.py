@@ -13,7 +13,6 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment, default_deployment_path, is_live
-from protocol.config import devnet_settings
 from protocol.errors import ChainError, ConfigError
 from protocol.values import to_wei
 
@@ -28,11 +27,17 @@ class CliContext:
     _crucible: Crucible | None = None
 
     def rpc_url(self) -> str:
-        """The RPC URL: --rpc, else the running devnet's, else anvil.env's."""
+        """The RPC URL: --rpc, else the running devnet's. Never a chain nobody named: whatever answers on
+        the devnet's usual port may be someone else's."""
         if self.rpc:
             return self.rpc
         current = devnet.status()
-        return current.rpc_url if current.running else devnet_settings().rpc_url
+        if not current.running:
+            raise ConfigError(
+                "no devnet is running and no --rpc was given: start one with `crucible devnet up`, "
+                "or name the chain with --rpc URL"
+            )
+        return current.rpc_url
 
     def chain(self) -> Chain:
         """A connection to the chain."""

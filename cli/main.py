@@ -33,11 +33,22 @@ app.add_typer(explorer.app, name="explorer")
 app.command("deploy")(devnet.deploy_command)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"crucible {version('crucible')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
-    rpc: str = typer.Option(None, "--rpc", help="RPC URL (default: the running devnet, else anvil.env)."),
+    rpc: str = typer.Option(None, "--rpc", help="RPC URL (default: the devnet `crucible devnet up` started)."),
     deployment: Path = typer.Option(None, "--deployment", help="Address book (default: deployments/<chainId>.json)."),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
 ) -> None:
     """Global options come before the command."""
     ctx.obj = CliContext(rpc=rpc, deployment_path=deployment)

@@ -18,7 +18,7 @@ from protocol.chain.client import Crucible
 from protocol.chain.ids import decode_submission_id
 from protocol.chain.params import BPS, PPM, TaskParams, least_deterrent_slash, max_submission_reward
 from protocol.errors import ConfigError
-from protocol.values import checked_cid, format_tokens, from_wei
+from protocol.values import checked_cid, format_tokens, from_wei, to_wei
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, show, finalise and refund tasks.")
 
@@ -276,9 +276,12 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
                 "submissions": submissions,
             }
         )
+    model_cid, env_cid = crucible.task_cids(task_id)
     return {
         "task_id": task_id,
         "creator": task.creator,
+        "model_cid": model_cid,
+        "env_cid": env_cid,
         "bounty": tokens(task.bounty),
         "rounds": task.rounds,
         "current_round": task.current_round,
@@ -312,31 +315,39 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
     if json_output:
         emit_json(document)
         return
-    symbol = crucible.symbol
+    symbol, decimals = crucible.symbol, crucible.decimals
+
+    def amount(key: str) -> str:
+        return format_tokens(to_wei(document[key], decimals), decimals, symbol)
+
+    last = document["rounds"] - 1
     stdout.print(
         key_value_table(
             f"Task {task_id}",
             [
                 ("creator", document["creator"]),
-                ("bounty", f"{document['bounty']} {symbol}"),
+                ("bounty", amount("bounty")),
                 (
                     "round",
-                    f"{document['current_round'] + 1} of {document['rounds']}"
-                    + (" (ended)" if document["ended"] else ""),
+                    ("ended after round " + str(last))
+                    if document["ended"]
+                    else f"{document['current_round']} open (rounds 0 to {last})",
                 ),
-                ("sample rate", document["sample_rate"]),
+                ("sample rate", f"{document['sample_rate']:.0%}"),
                 ("validators per check", document["validators_per_check"]),
-                ("slash", f"{document['slash']} {symbol}"),
-                ("min trainer stake", f"{document['min_trainer_stake']} {symbol}"),
+                ("slash", amount("slash")),
+                ("min trainer stake", amount("min_trainer_stake")),
                 (
                     "windows (s)",
                     "submit {submit}, validate {validate}, challenge {challenge}".format(**document["windows_s"]),
                 ),
                 ("validators", len(document["validators"])),
-                ("refundable now", f"{document['refundable']} {symbol}"),
+                ("refundable now", amount("refundable")),
             ],
         )
     )
+    # Whole, on lines of their own, so that they can be copied (a table would fold them).
+    stdout.print(f"model        {document['model_cid']}\nenvironment  {document['env_cid']}")
     for round_doc in document["round_details"]:
         table = Table(
             "trainer",

@@ -148,8 +148,11 @@ def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     assert any(task["task_id"] == task_id for task in listed["tasks"])  # type: ignore[attr-defined]
     shown_task = net.run("task", "show", str(task_id), "--json").json()
     assert shown_task["bounty"] == 100 and shown_task["rounds"] == 2 and shown_task["sample_rate"] == 0.5
+    assert (shown_task["model_cid"], shown_task["env_cid"]) == (MODEL_CID, created["env_cid"])
     human = net.run("task", "show", str(task_id))
     assert human.code == 0 and f"Task {task_id}" in human.stdout
+    # What a person reads: the CIDs whole, one numbering of rounds, amounts with their symbol.
+    assert MODEL_CID in human.stdout and "0 open (rounds 0 to 1)" in human.stdout and "100 CRU" in human.stdout
 
     unstaked = net.run("stake", "unstake", "50", "--account", "dev5", "--yes", "--json").json()
     assert (unstaked["staked"], unstaked["unbonding"]) == (200, 50)
@@ -250,15 +253,33 @@ def test_accounts_listed_and_keys_never_printed(net: Devnet, tmp_path: Path) -> 
     names = {account["name"]: account["address"] for account in accounts}  # type: ignore[attr-defined]
     assert names["carol"] == imported["address"] and names["dave"] == created["address"]
     assert [f"dev{i}" for i in range(10)] == [name for name in names if name.startswith("dev")]
+    # A new keystore account has nothing; the devnet funds it in one command, and its balance shows it.
+    assert net.run("account", "balance", "dave", "--json").json()["tokens_wei"] == "0"
+    funded = net.run("account", "fund", "dave", "--tokens", "5", "--ether", "2", "--yes", "--json").json()
+    assert funded == {"address": created["address"], "ether_wei": str(2 * 10**18), "tokens_wei": str(5 * 10**18)}
+    balance = net.run("account", "balance", "dave", "--json").json()
+    assert (balance["ether_wei"], balance["tokens_wei"]) == (str(2 * 10**18), str(5 * 10**18))
+    assert "5 CRU" in net.run("account", "balance", "dave").stdout
     secrets = [*devnet_settings().dev_private_keys, "0x" + "22" * 32]
     for text in TRANSCRIPT:
         for secret in secrets:
             assert secret[2:].lower() not in text.lower(), "a private key appeared in the CLI's output"
 
 
+def test_no_chain_is_used_that_nobody_named(tmp_path: Path) -> None:
+    """With no devnet started from this state folder and no --rpc, a command names the problem instead
+    of using whatever answers on the devnet's usual port. Broken version: fall back to anvil.env's RPC
+    URL in `CliContext.rpc_url` → the command talks to that port (and fails differently, or lists a
+    stranger's tasks)."""
+    done = crucible(tmp_path / "empty-home", "task", "list")
+    assert_one_line_error(done, "no devnet is running and no --rpc was given")
+
+
 def test_help_and_usage_errors() -> None:
     help_text = subprocess.run([CRUCIBLE, "--help"], capture_output=True, text=True, timeout=60)
     assert help_text.returncode == 0
+    version = subprocess.run([CRUCIBLE, "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith("crucible 0.")
     for command in ("devnet", "deploy", "task", "stake", "account", "demo"):
         assert command in help_text.stdout
     usage = subprocess.run([CRUCIBLE, "task", "create"], capture_output=True, text=True, timeout=60)
