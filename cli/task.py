@@ -163,13 +163,16 @@ def create(
         raise ConfigError(f"task parameters refused: {where}: {first['msg']}") from None
     ratio = params.deterrence
     symbol = crucible.symbol
+    slash_text = format_tokens(params.slash_wei, decimals, symbol)
+    reward_text = format_tokens(params.max_reward_wei, decimals, symbol)
+    shown_ratio = f"{ratio:.3f}" if ratio != float("inf") else "unbounded"
     summary = (
-        f"deterrence ratio p*S/((1-p)*R) = {ratio:.3f} with p = {sample_rate}, "
-        f"S = {format_tokens(params.slash_wei, decimals, symbol)}, "
-        f"R = {format_tokens(params.max_reward_wei, decimals, symbol)}"
+        f"deterrence {shown_ratio} (at least 1 passes): a cheat is checked with probability p = {sample_rate:g} "
+        f"and then loses S = {slash_text}; unchecked it earns at most R = {reward_text}; "
+        f"p*S / ((1-p)*R) >= 1 makes cheating a losing bet"
     )
     if not params.deters:
-        raise ConfigError(f"{summary}: below 1, cheating would pay; raise --slash or --sample-rate (nothing sent)")
+        raise ConfigError(f"{summary}; below 1 cheating would pay: raise --slash or --sample-rate (nothing sent)")
     signer = cli.signer(account)
     crucible.require_balance(signer.address, bounty_wei, "bounty")
     stderr.print(summary)

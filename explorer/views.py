@@ -245,4 +245,21 @@ class Views:
             submission = parse_submission(text)
             decode_submission_id(submission)
             return f"/submissions/{submission}"
-        return f"/evidence/{parse_cid(text)}"
+        return self._page_of_cid(parse_cid(text))
+
+    def _page_of_cid(self, cid: str) -> str:
+        """The page of whatever a CID names: a task (its model, its environment, an agreed checkpoint),
+        a submission (its rollouts or its update), or a verdict's evidence."""
+        for event in self.index.events("TaskCreated"):
+            if cid in (str(event.args["modelCid"]), str(event.args["envCid"])):
+                return f"/tasks/{event.task}"
+        for event in self.index.events("CheckpointAgreed"):
+            if str(event.args["checkpointCid"]) == cid:
+                return f"/tasks/{event.task}/rounds/{event.round}"
+        for event in self.index.events("WorkSubmitted"):
+            if cid in (str(event.args["rolloutCid"]), str(event.args["updateCid"])):
+                return f"/submissions/{event.submission}"
+        for name in ("Attested", "DisputeVoted"):
+            if any(str(event.args["evidenceCid"]) == cid for event in self.index.events(name)):
+                return f"/evidence/{cid}"
+        raise NotFound(f"no task, round, submission or evidence of this deployment names {cid}")

@@ -63,6 +63,7 @@ class Participant:
         self.reporter = reporter
         self.task_id = task_id
         self.address = signer.address
+        reporter.use_token(crucible.decimals, crucible.symbol)
 
     # ------------------------------------------------------------ readiness
 

@@ -13,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from protocol.values import format_tokens
+
 
 class Reporter:
     """Events as JSON lines on stdout (`json_lines`) or as readable lines on stderr."""
@@ -21,6 +23,11 @@ class Reporter:
         self.role = role
         self.json_lines = json_lines
         self.console = console or Console(stderr=True)
+        self.token: tuple[int, str] | None = None  # (decimals, symbol): `*_wei` fields shown as tokens
+
+    def use_token(self, decimals: int, symbol: str) -> None:
+        """Shows `*_wei` fields of human lines as amounts of this token (JSON lines keep exact wei)."""
+        self.token = (decimals, symbol)
 
     def event(self, name: str, **fields: Any) -> None:
         """Reports one event; fields must be JSON values (bytes are written as 0x-hex)."""
@@ -31,8 +38,17 @@ class Reporter:
             )
             sys.stdout.flush()
         else:
-            details = " ".join(f"{key}={value}" for key, value in clean.items())
-            self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {self.role} {name} {details}", highlight=False)
+            shown = (self._human(key, value) for key, value in clean.items() if value is not None)
+            details = " ".join(f"{key}={value}" for key, value in shown)
+            self.console.print(
+                f"[dim]{time.strftime('%H:%M:%S')}[/dim] {self.role} {name} {details}", highlight=False, markup=True
+            )
+
+    def _human(self, key: str, value: Any) -> tuple[str, str]:
+        """A field as a person reads it: amounts in tokens, yes/no, a few digits, no Python reprs."""
+        if key.endswith("_wei") and self.token is not None and str(value).isdigit():
+            return key.removesuffix("_wei"), format_tokens(int(value), *self.token)
+        return key, _plain(value)
 
     @contextmanager
     def progress(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
@@ -44,3 +60,17 @@ class Reporter:
         with Progress(*columns, console=self.console, transient=True) as bar:
             task = bar.add_task(description, total=total)
             yield lambda n: bar.advance(task, n)
+
+
+def _plain(value: Any) -> str:
+    """A JSON value without Python's reprs: yes/no, floats to 4 significant digits, lists and objects
+    spelled out."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return "(" + ", ".join(f"{key} {_plain(item)}" for key, item in value.items()) + ")"
+    if isinstance(value, list | tuple):
+        return ",".join(_plain(item) for item in value) or "none"
+    return "-" if value is None else str(value)

@@ -20,6 +20,7 @@ from helpers.devnet import TOKEN, create_small_task, credits, fix_check_seed_whe
 
 from auditor.index import EventIndex, default_index_path
 from protocol.accounts import Signer
+from protocol.artifacts.cid import cid_of_bytes
 from protocol.chain.client import Crucible, Role
 from protocol.chain.deployment import Deployment
 from protocol.chain.ids import submission_id
@@ -222,6 +223,12 @@ def _http_checks(url: str, task_id: int, ids: dict[str, int], address: dict[str,
     assert {"/api/tasks/{task_id}", "/api/submissions/{submission}", "/api/evidence/{cid}"} <= set(schema["paths"])
     task = client.get(f"/api/tasks/{task_id}").json()
     assert task["money_check"]["balanced"] and task["ended"] and len(task["rounds"]) == 1
+    # Searching for the task's model or environment CID finds the task; a CID nothing names, nothing.
+    for cid in (task["model_cid"], task["env_cid"]):
+        found = client.get("/search", params={"q": cid})
+        assert found.status_code == 303 and found.headers["location"] == f"/tasks/{task_id}", (cid, found.text[:200])
+    nowhere = client.get("/search", params={"q": cid_of_bytes(b"named by nothing")})
+    assert nowhere.status_code == 404 and "names" in nowhere.text
     validators = {row["validator"]: row for row in client.get("/api/validators").json()["validators"]}
     assert validators[address["lazy"]]["agreed"] < validators[address["lazy"]]["votes"]
     assert validators[address["lazy"]]["penalised"] == 1

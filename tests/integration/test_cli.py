@@ -181,7 +181,8 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     unconfirmed = net.run(*[arg for arg in create if arg != "--yes"], "--model", MODEL_CID)
     assert unconfirmed.code == 1 and unconfirmed.stdout == ""
     shown, asked, refused = unconfirmed.stderr.strip().splitlines()
-    assert shown.startswith("deterrence ratio p*S/((1-p)*R) = 1.000") and asked.rstrip().endswith("[y/N]")
+    assert shown.startswith("deterrence 1.000 (at least 1 passes): a cheat is checked with probability p = 0.5")
+    assert "loses S = " in shown and "at most R = " in shown and asked.rstrip().endswith("[y/N]")
     assert refused.startswith("error: not confirmed: nothing was sent")
     assert_one_line_error(
         net.run(*create, "--model", MODEL_CID, "--env", str(tmp_path / "none.json")), "no such environment"
