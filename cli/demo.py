@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,9 +15,20 @@ from cli.output import emit_json, stderr, stdout
 
 @contextmanager
 def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A Rich progress bar on stderr (none with --json or off a terminal): `stage(description, done, total)`."""
+    """`stage(description, done, total)`: a Rich progress bar with elapsed time on a terminal; else (and
+    with --json) one line per new phase on stderr with the time since the start, so a log or a
+    supervisor sees where the demo is while stdout keeps its one JSON document."""
     if quiet or not stderr.is_terminal:
-        yield lambda description, done, total: None
+        started = time.monotonic()
+        last: list[str] = []
+
+        def line(description: str, done: int, total: int) -> None:
+            if last[-1:] != [description]:
+                last.append(description)
+                minutes, seconds = divmod(int(time.monotonic() - started), 60)
+                stderr.print(f"[{minutes:02d}:{seconds:02d}] {description}", markup=False, highlight=False)
+
+        yield line
         return
     columns = (TextColumn("{task.description:<44}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=stderr, transient=True) as bar:

@@ -62,6 +62,7 @@ def demo(
     adversary: list[str] = typer.Option(
         ["inflated-rewards"], "--adversary", help="A cheating trainer's strategy (repeatable)."
     ),
+    no_adversary: bool = typer.Option(False, "--no-adversary", help="Every trainer honest."),
     env: str = typer.Option("arithmetic", "--env", help="Environment: arithmetic or sorting."),
     size: str = typer.Option("tiny", "--size", help="Model size: tiny, small or base."),
     warmup_steps: int = typer.Option(600, "--warmup-steps", help="Supervised warm-up steps of the initial model."),
@@ -85,7 +86,7 @@ def demo(
         rounds=rounds,
         trainers=trainers,
         validators=validators,
-        adversaries=list(adversary),
+        adversaries=[] if no_adversary else list(adversary),
         env=env,
         size=size,
         warmup_steps=warmup_steps,

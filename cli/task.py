@@ -426,7 +426,7 @@ def refund(
     if signer.address != task.creator:
         raise ConfigError(f"only the creator {task.creator} can refund task {task_id}")
     if not task.ended:
-        raise ConfigError(f"task {task_id} has not ended: round {task.current_round + 1} of {task.rounds} is open")
+        raise ConfigError(f"task {task_id} has not ended: round {task.current_round} (of 0-{task.rounds - 1}) is open")
     if task.pool == 0:
         raise ConfigError(f"task {task_id} has nothing to refund")
     confirm_or_abort(f"Refund {format_tokens(task.pool, crucible.decimals, crucible.symbol)} of task {task_id}?", yes)

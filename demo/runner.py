@@ -12,6 +12,7 @@ Ctrl-C included.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -36,7 +37,7 @@ from protocol.chain.connection import Chain
 from protocol.chain.deployment import DEVNET_UNBONDING_S, deploy
 from protocol.chain.ids import submission_id
 from protocol.chain.params import PPM, demo_task_params
-from protocol.config import devnet_settings
+from protocol.config import crucible_home, devnet_settings
 from protocol.errors import ConfigError, CrucibleError
 from protocol.ml.envs.spec import MAX_SAMPLES, default_spec
 from protocol.values import from_wei
@@ -78,7 +79,10 @@ class DemoOptions:
         if not 1 <= self.validators <= 16:
             raise ConfigError(f"--validators must be 1 to 16, got {self.validators}")
         if len(self.adversaries) >= self.trainers:
-            raise ConfigError(f"{len(self.adversaries)} adversaries need at least one more trainer than that")
+            raise ConfigError(
+                f"{len(self.adversaries)} adversaries need at least one more trainer than that "
+                "(--no-adversary: every trainer honest)"
+            )
         for name in self.adversaries:
             if name not in ADVERSARIES:
                 raise ConfigError(f"unknown adversary {name!r}: one of {', '.join(sorted(ADVERSARIES))}")
@@ -164,6 +168,8 @@ class Demo:
         self.options.check()
         self.home = Path(tempfile.mkdtemp(prefix="crucible-demo-"))
         (self.home / "logs").mkdir()
+        # The run's folder goes when it ends; its logs are kept here (said at the start).
+        self.kept_logs = crucible_home() / "demo-logs" / self.home.name
         # A block every second, as on a real chain: the roles share blocks and race for the permissionless
         # steps; the demo still ends each window by moving the clock once its work is done.
         self.anvil = devnet.start_private_anvil(
@@ -179,6 +185,8 @@ class Demo:
             signal.signal(number, handler)
         self.children.stop_all()
         self.anvil.stop()
+        with contextlib.suppress(OSError):
+            shutil.copytree(self.home / "logs", self.kept_logs, dirs_exist_ok=True)
         shutil.rmtree(self.home, ignore_errors=True)
 
     def run(self) -> dict[str, Any]:
@@ -188,7 +196,7 @@ class Demo:
         crucible = Crucible(chain, deploy(chain, creator, token_holders=(creator.address,),
                                           unbonding_period_s=DEVNET_UNBONDING_S))  # fmt: skip
         crucible.deployment.save(self.children.book)
-        self.say(f"private Anvil at {self.anvil.rpc_url}, contracts deployed; logs in {self.home / 'logs'}")
+        self.say(f"private Anvil at {self.anvil.rpc_url}, contracts deployed; logs kept in {self.kept_logs}")
         return self._walk(crucible, creator, self.home, self.children)
 
     def keep(self) -> str:
@@ -297,7 +305,7 @@ class Demo:
         children: Children,
     ) -> None:
         total = 4
-        label = f"round {round_index + 1} of {self.options.rounds}"
+        label = f"round {round_index} of 0-{self.options.rounds - 1}"
         self.stage(f"{label}: trainers working", 0, total)
         ids = [submission_id(task_id, round_index, p.signer.address) for p in trainers]
         self._wait(f"{len(trainers)} submissions in round {round_index}",

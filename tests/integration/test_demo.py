@@ -54,6 +54,12 @@ def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path)
     assert summary["money_check"]["balanced"] is True and summary["money_check"]["difference"] == "0"
     assert summary["money_check"]["market"]["balanced"] is True
     assert demo_processes() == []  # nothing left running
+    # Off a terminal, one line per phase on stderr with the time since the start (stdout stays JSON), and
+    # the logs kept where the demo said.
+    phases = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    assert phases[0].endswith("making the initial model") and any("round 0 of 0-0" in line for line in phases), phases
+    kept = list((tmp_path / "home" / "demo-logs").glob("*/*.log"))
+    assert kept, "the demo's logs were not kept"
 
 
 def test_ctrl_c_stops_every_process_the_demo_started(tmp_path: Path) -> None:
@@ -79,6 +85,8 @@ def test_demo_options_are_checked_before_anything_starts(tmp_path: Path) -> None
     cases = [
         (["--rounds", "0"], "--rounds"),
         (["--trainers", "1"], "adversaries need"),
+        # --no-adversary lifts that: the next check (the environment) is the one that speaks.
+        (["--trainers", "1", "--no-adversary", "--env", "chess"], "unknown environment"),
         (["--adversary", "sneaky"], "unknown adversary"),
         (["--env", "chess"], "unknown environment"),
         (["--size", "huge"], "unknown model size"),
