@@ -33,7 +33,7 @@ from protocol.artifacts.fetch import RelayStore
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import assigned_indices, is_sampled
 from protocol.chain.client import Crucible
-from protocol.chain.ids import checkpoint_digests, decode_submission_id
+from protocol.chain.ids import checkpoint_digests, decode_submission_id, submission_text
 from protocol.errors import ConfigError, CrucibleError, OwnFault
 from protocol.ml.aggregation import load_included_updates, publish_next_checkpoint
 from protocol.ml.envs.spec import EnvSpec, parse_spec
@@ -88,7 +88,7 @@ class Auditor:
         """One submission's history and, when `rerun`, the auditor's own verdict and findings."""
         submitted = self.index.events("WorkSubmitted", submission=submission)
         if not submitted:
-            raise ConfigError(f"unknown submission {submission}: no WorkSubmitted event in the index")
+            raise ConfigError(f"unknown submission {submission_text(submission)}: no WorkSubmitted event in the index")
         event = submitted[0]
         task_id, round_index, trainer = decode_submission_id(submission)
         created = self.created(task_id)
@@ -174,7 +174,7 @@ class Auditor:
         """What the chain says of a submission, rebuilt from the index alone."""
         submitted = self.index.events("WorkSubmitted", submission=submission)
         if not submitted:
-            raise ConfigError(f"unknown submission {submission}: no WorkSubmitted event in the index")
+            raise ConfigError(f"unknown submission {submission_text(submission)}: no WorkSubmitted event in the index")
         task_id, round_index, trainer = decode_submission_id(submission)
         opened = self.index.events("RoundOpened", task=task_id, round_index=round_index)
         digest = bytes.fromhex(str(opened[0].args["checkpoint"])[2:])

@@ -36,6 +36,8 @@ def templates() -> Environment:
     """The Jinja environment of the explorer and the audit's HTML report."""
     environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     environment.filters["short"] = lambda text: text if len(str(text)) <= 18 else f"{str(text)[:10]}…{str(text)[-6:]}"
+    # Submission ids as people read them everywhere (0x-hex; links and /api keep the decimal string).
+    environment.filters["sid"] = lambda value: hex(int(value))
     environment.filters["pct"] = lambda value: "-" if value is None else f"{100 * value:.1f}%"
     environment.globals["line_chart"] = line_chart
     return environment

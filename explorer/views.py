@@ -11,7 +11,7 @@ from typing import Any
 
 from auditor.audit import Auditor
 from auditor.money import CREDIT_KINDS, money_check
-from protocol.chain.ids import decode_submission_id, parse_submission_id
+from protocol.chain.ids import decode_submission_id, parse_submission_id, submission_text
 from protocol.errors import ConfigError, CrucibleError
 from protocol.values import checked_address, checked_cid, format_tokens
 from protocol.work.evidence import parse_evidence
@@ -159,7 +159,7 @@ class Views:
 
     def submission(self, submission: int) -> dict[str, Any]:
         if not self.index.events("WorkSubmitted", submission=submission):
-            raise NotFound(f"unknown submission {submission}")
+            raise NotFound(f"unknown submission {submission_text(submission)}")
         document = self._submission_row(self.auditor.submission(submission, rerun=False).as_json())
         document["links"] = {
             "rollouts": self.artifact_url(document["rollout_cid"]),

@@ -17,6 +17,12 @@ def submission_id(task_id: int, round_index: int, trainer: str) -> int:
     return (task_id << 192) | (round_index << 160) | int(trainer, 16)
 
 
+def submission_text(submission: int) -> str:
+    """A submission id as people read it, everywhere: 0x-hex, which shows its task, round and trainer
+    (`parse_submission_id` takes it back, as it takes decimal)."""
+    return hex(submission)
+
+
 def parse_submission_id(text: str) -> int:
     """A submission id typed by a person, in decimal or 0x hex; ConfigError naming it when malformed or
     not a positive uint256."""

@@ -48,6 +48,9 @@ class Reporter:
         """A field as a person reads it: amounts in tokens, yes/no, a few digits, no Python reprs."""
         if key.endswith("_wei") and self.token is not None and str(value).isdigit():
             return key.removesuffix("_wei"), format_tokens(int(value), *self.token)
+        if key in ("submission", "submissions"):  # one notation of submission ids: hex, as everywhere
+            ids = value if isinstance(value, list) else [value]
+            return key, ",".join(hex(int(item)) for item in ids if str(item).isdigit()) or _plain(value)
         return key, _plain(value)
 
     @contextmanager

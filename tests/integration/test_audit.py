@@ -306,7 +306,9 @@ def test_audit_and_explorer_commands_refuse_bad_input_in_one_line(
         (["audit", "task", "7"], "unknown task 7"),
         (["audit", "round", "7", "0"], "unknown task 7"),
         (["audit", "submission", "zzz"], "malformed submission id"),
-        (["audit", "submission", "12345"], "unknown submission"),
+        (["audit", "submission", "12345"], "unknown submission 0x3039"),
+        # Typed in hex, answered in hex: one notation of submission ids.
+        (["audit", "submission", "0xdeadbeef"], "unknown submission 0xdeadbeef"),
         (["audit", "task", "0", "--device", "tpu"], "unknown device"),
         (["audit", "sync", "--confirmations", "-1"], "--confirmations"),
         (["audit", "money", "3"], "unknown task 3"),
