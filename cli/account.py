@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import sys
 from pathlib import Path
 
 import typer
@@ -46,11 +47,10 @@ def import_(
         if not private_key_file.exists():
             raise ConfigError(f"no such file: {private_key_file}")
         key = private_key_file.read_text().strip()
+    elif not sys.stdin.isatty():  # getpass would warn it cannot hide the input, then read the pipe
+        raise ConfigError("a private key is needed: use --private-key-file or run in a terminal")
     else:
-        try:
-            key = getpass.getpass("Private key: ")
-        except EOFError:
-            raise ConfigError("a private key is needed: use --private-key-file or run in a terminal") from None
+        key = getpass.getpass("Private key: ")
     info = import_keystore(name, key)
     if json_output:
         emit_json(info)

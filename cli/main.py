@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, get_args, get_origin
 
 import typer
+from typer.core import TyperArgument, TyperOption
 
 from cli import account, artifacts, audit, devnet, env, explorer, model, node, stake, task, validator
 from cli.context import CliContext
@@ -97,6 +99,39 @@ def demo(
         unsafe_no_validation=unsafe_no_validation,
     )
     run_demo(options, json_output)
+
+
+# Help as Click users know it: a flag shows no type, a value its kind in capitals (TEXT, INTEGER,
+# PATH; "..." when repeatable), an argument its name in capitals. Typer 0.29 prints `<bool>`,
+# `<list[str]>` and `{name}` instead, from three methods of its parameter classes, replaced here
+# (the version is pinned in pyproject.toml; tests/integration/test_cli.py checks the help text).
+_KINDS = {int: "INTEGER", float: "NUMBER", bool: "BOOLEAN", Path: "PATH"}
+
+
+def _kind(param: Any) -> str:
+    annotation = param.type_descriptor.annotation
+    repeated = get_origin(annotation) is list
+    kind = get_args(annotation)[0] if repeated else annotation
+    return _KINDS.get(kind, "TEXT") + ("..." if repeated else "")
+
+
+def _option_type(self: TyperOption, ctx: Any) -> str:
+    return "" if self.is_flag else self.metavar or _kind(self)
+
+
+def _argument_type(self: TyperArgument, ctx: Any) -> str:
+    return _kind(self)
+
+
+def _argument_name(self: TyperArgument) -> str:
+    name = self.metavar or str(self.name).upper()
+    return name if self.required else f"[{name}]"
+
+
+TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]
+TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign, assignment]
+TyperArgument._usage_display_name = _argument_name  # type: ignore[method-assign]
+TyperArgument._rich_display_name = lambda self: str(self.name).upper()  # type: ignore[method-assign]
 
 
 def run() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,9 @@ def dev_account_index(name: str) -> int | None:
 def _password(confirm: bool = False) -> str:
     if PASSWORD_ENV in os.environ:
         return os.environ[PASSWORD_ENV]
+    if not sys.stdin.isatty():
+        # getpass would warn that it cannot hide the input, then read the password from the pipe.
+        raise AccountError(f"a keystore password is needed: set {PASSWORD_ENV} or run in a terminal")
     try:
         password = getpass.getpass("Keystore password: ")
         if confirm and getpass.getpass("Repeat password: ") != password:

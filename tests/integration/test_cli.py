@@ -276,6 +276,16 @@ def test_no_chain_is_used_that_nobody_named(tmp_path: Path) -> None:
     assert_one_line_error(done, "no devnet is running and no --rpc was given")
 
 
+def test_a_password_asked_off_a_terminal_is_one_line(tmp_path: Path) -> None:
+    """No terminal and no CRUCIBLE_PASSWORD: one line naming both ways, without getpass's warning that it
+    cannot hide the input. Broken version: drop the isatty check in `accounts._password` → stderr starts
+    with a GetPassWarning and the prompt."""
+    assert "CRUCIBLE_PASSWORD" not in os.environ
+    done = crucible(tmp_path / "home", "account", "new", "eve")
+    assert_one_line_error(done, "a keystore password is needed: set CRUCIBLE_PASSWORD or run in a terminal")
+    assert "Warning" not in done.stderr
+
+
 def test_help_and_usage_errors() -> None:
     help_text = subprocess.run([CRUCIBLE, "--help"], capture_output=True, text=True, timeout=60)
     assert help_text.returncode == 0
@@ -283,6 +293,12 @@ def test_help_and_usage_errors() -> None:
     assert version.returncode == 0 and version.stdout.startswith("crucible 0.")
     for command in ("devnet", "deploy", "task", "stake", "account", "demo"):
         assert command in help_text.stdout
+    # Help as Click users know it: no `<bool>` on flags, no Python types, arguments named in capitals.
+    for command in (["demo"], ["task", "show"], ["relay", "serve"], ["artifacts", "get"]):
+        text = subprocess.run([CRUCIBLE, *command, "--help"], capture_output=True, text=True, timeout=60).stdout
+        assert not any(fragment in text for fragment in ("<bool>", "<int>", "<str>", "list[")), text
+        assert "{" not in next(line for line in text.splitlines() if "Usage:" in line), text
+    assert "TASK_ID" in subprocess.run([CRUCIBLE, "task", "show", "--help"], capture_output=True, text=True).stdout
     usage = subprocess.run([CRUCIBLE, "task", "create"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2 and "Missing option" in usage.stderr and "Traceback" not in usage.stderr
 
