@@ -306,8 +306,10 @@ def money(
         emit_json(books.as_json() | {"market": market})
     else:
         stdout.print(_money_table(books, crucible.decimals, crucible.symbol))
-        stdout.print(f"market balance {market['balance']} wei, owed {market['owed']} wei: "
-                     f"{'balanced' if market['balanced'] else 'NOT balanced'}")  # fmt: skip
+        decimals, symbol = crucible.decimals, crucible.symbol
+        balance, owed = (format_tokens(int(market[key]), decimals, symbol) for key in ("balance", "owed"))
+        verdict = "balanced to the wei" if market["balanced"] else "NOT balanced"
+        stdout.print(f"market balance {balance}, owed {owed}: {verdict}")
     if not books.balanced or not market["balanced"]:
         raise ConfigError(f"task {task_id}'s books do not balance")
 

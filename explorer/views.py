@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from auditor.audit import Auditor
-from auditor.money import CREDIT_KINDS, money_check
+from auditor.money import CREDIT_KINDS, MoneyCheck, money_check
 from protocol.chain.ids import decode_submission_id, parse_submission_id, submission_text
 from protocol.errors import ConfigError, CrucibleError
 from protocol.values import checked_address, checked_cid, format_tokens
@@ -137,9 +137,46 @@ class Views:
             "final_accuracy": None if final_accuracy is None else final_accuracy[0],
             "final_sampled_accuracy": None if final_accuracy is None else final_accuracy[1],
             "money_check": money.as_json(),
+            "money_shown": self._money_for_people(money),
+            "params_shown": self._params_for_people(created.args["params"]),
             "decimals": self.crucible.decimals,
             "symbol": self.crucible.symbol,
         }
+
+    def _money_for_people(self, money: MoneyCheck) -> dict[str, Any]:
+        """The money check in tokens, as rows of (label, amount) (the JSON's `money_check` keeps exact wei)."""
+        return {
+            "in": [(label, self.tokens(wei)) for label, wei in
+                   (("Bounty", money.bounty), ("Slashed", money.slashed), ("Dispute bonds", money.bonds))],
+            "out": [(label, self.tokens(wei)) for label, wei in
+                    (("Refunded", money.refunded), ("Held by the market", money.held),
+                     *((f"Credited: {kind.replace('_', ' ')}", amount) for kind, amount in money.credited.items()))],
+            "total_in": self.tokens(money.total_in),
+            "total_out": self.tokens(money.total_out),
+        }  # fmt: skip
+
+    def _params_for_people(self, params: dict[str, Any]) -> list[tuple[str, str]]:
+        """A task's parameters named and unit-ed for people: tokens, percentages, seconds."""
+        amount = self.tokens
+        return [
+            ("Bounty", amount(int(params["bounty"]))),
+            ("Rounds", str(params["rounds"])),
+            ("Share of submissions checked", f"{int(params['sampleRatePpm']) / 10_000:g} %"),
+            ("Validators per check", str(params["validatorsPerCheck"])),
+            ("Validators' fee", f"{int(params['validatorFeeBps']) / 100:g} % of each round's budget"),
+            ("Finders' share of a slash", f"{int(params['finderShareBps']) / 100:g} %"),
+            ("Trainer slash", amount(int(params["slashAmount"]))),
+            ("Validator slash", amount(int(params["validatorSlash"]))),
+            ("Stake a submission locks", amount(int(params["minTrainerStake"]))),
+            ("Stake a validator locks", amount(int(params["minValidatorStake"]))),
+            ("Dispute bond", amount(int(params["disputeBond"]))),
+            ("Most work units a submission", f"{int(params['maxWorkUnits']):,}"),
+            (
+                "Windows",
+                f"submit {params['submitWindow']} s, validate {params['validateWindow']} s, "
+                f"challenge {params['challengeWindow']} s",
+            ),
+        ]
 
     def round(self, task_id: int, round_index: int) -> dict[str, Any]:
         if task_id not in self.index.task_ids():
