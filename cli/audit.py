@@ -160,7 +160,8 @@ def task(
             audit = auditor.task(task_id, evaluate_model=evaluate)
         document = audit.as_json()
         if html is not None:
-            _write_html(html, document, auditor.index.last_block)
+            decimals, symbol = auditor.crucible.decimals, auditor.crucible.symbol
+            _write_html(html, document, auditor.index.last_block, decimals, symbol)
     crucible = auditor.crucible
     if json_output:
         emit_json(document)
@@ -189,7 +190,8 @@ def task(
     _report_end(audit.all_findings(), audit.all_notes(), "No findings: every verdict matches the re-run.")
 
 
-def _write_html(path: Path, document: dict[str, Any], indexed_block: int) -> None:
+def _write_html(path: Path, document: dict[str, Any], indexed_block: int, decimals: int, symbol: str) -> None:
+    """A report that stands alone: no links into an explorer, amounts in tokens, the final accuracy."""
     from explorer.app import templates
     from explorer.charts import line_chart
     from protocol.files import write_text_atomic
@@ -200,7 +202,13 @@ def _write_html(path: Path, document: dict[str, Any], indexed_block: int) -> Non
     charts = [
         line_chart("Held-out accuracy of each round's checkpoint", labels, {"greedy": accuracy, "sampled": sampled})
     ]
-    body = templates().get_template("report.html").render(audit=document, charts=charts, indexed_block=indexed_block)
+    totals = ("total_in", "total_out")
+    money = {key: format_tokens(int(document["money_check"][key]), decimals, symbol) for key in totals}
+    body = (
+        templates()
+        .get_template("report.html")
+        .render(audit=document, charts=charts, indexed_block=indexed_block, money=money, standalone=True)
+    )
     write_text_atomic(path, body)
 
 

@@ -152,6 +152,9 @@ def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balanc
     assert int(money["in"]["dispute_bonds"]) == params.dispute_bond_wei
     assert int(money["out"]["refunded"]) == refund and int(money["out"]["held"]) == 0
     assert "Balanced to the wei" in report.read_text() and "<svg" in report.read_text()
+    # Self-contained: no links into an explorer it is not served by, the final checkpoint's accuracy.
+    text = report.read_text()
+    assert 'href="/' not in text and 'action="/search"' not in text and 'id="final"' in text
     # Broken version: drop `self.bonds` from MoneyCheck.total_in → off by the bond, `balanced` is false.
     done = cli(crucible_home, rpc, book, "audit", "money", str(task_id), "--json")
     assert done.returncode == 0, done.stderr
