@@ -6,7 +6,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -45,9 +45,8 @@ def init(
 ) -> None:
     """Create a model with a character tokenizer and warm it up with a short supervised run."""
     from protocol.ml.evaluation import evaluate
-    from protocol.ml.model import SIZES, checked_device, create_model, parameter_count, save_folder
-    from protocol.ml.tokenizer import DEFAULT_ALPHABET, CharTokenizer
-    from protocol.ml.training import supervised_warmup
+    from protocol.ml.model import SIZES, checked_device, parameter_count, save_folder
+    from protocol.ml.training import initial_model
 
     if size not in SIZES:
         raise ConfigError(f"unknown model size {size!r}: one of {', '.join(SIZES)}")
@@ -57,15 +56,13 @@ def init(
     if steps < 0:
         raise ConfigError(f"--steps must be at least 0, got {steps}")
     spec = _spec(env)
-    environment = spec.env()
-    extra = "".join(sorted(set(environment.alphabet()) - set(DEFAULT_ALPHABET)))
-    tokenizer = CharTokenizer(DEFAULT_ALPHABET + extra)
-    model: Any = create_model(size, tokenizer, seed).to(checked_device(device))
     started = time.perf_counter()
     from protocol.runtime.reporter import Reporter
 
     with Reporter("model", json_output, stderr).progress("warming up", steps) as advance:
-        loss = supervised_warmup(model, tokenizer, environment, steps, seed, on_step=lambda step, value: advance(1))
+        model, tokenizer, loss = initial_model(
+            spec.env(), size, steps, seed, checked_device(device), on_step=lambda step, value: advance(1)
+        )
     warmup_s = time.perf_counter() - started
     result = evaluate(model, tokenizer, spec)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,9 @@ from protocol.chain.params import PPM, demo_task_params
 from protocol.config import crucible_home, devnet_settings
 from protocol.errors import ConfigError, CrucibleError
 from protocol.ml.envs.spec import MAX_SAMPLES, default_spec
+from protocol.ml.model import publish as publish_model
+from protocol.ml.model import save_folder
+from protocol.ml.training import initial_model
 from protocol.values import from_wei
 from protocol.work.rollouts import parse_rollouts
 
@@ -217,18 +220,20 @@ class Demo:
     def _walk(self, crucible: Crucible, creator: Signer, home: Path, children: Children) -> dict[str, Any]:
         options = self.options
         store = LocalStore(home / "store")
-        self.stage("making the initial model", 0, 1)
-        run_cli(home, "model", "init", "--env", options.env, "--size", options.size, "--out", str(home / "model"),
-                "--steps", str(options.warmup_steps), "--json")  # fmt: skip
-        import json
-
-        model_cid = json.loads(run_cli(home, "model", "publish", str(home / "model"), "--json"))["cid"]
         spec = default_spec(options.env)
+        steps = options.warmup_steps
+        self.stage("making the initial model: warm-up", 0, steps)
+        model, _, _ = initial_model(
+            spec.env(), options.size, steps, seed=0,
+            on_step=lambda step, loss: self.stage("making the initial model: warm-up", step + 1, steps),
+        )  # fmt: skip
+        save_folder(model, home / "model")
+        model_cid = publish_model(home / "model", store)
         spec.training.prompts_per_round = options.prompts
         if options.minibatch is not None:
             spec.training.minibatch_size = options.minibatch
         env_cid = store.put(spec.canonical_bytes())
-        self.stage("making the initial model", 1, 1)
+        self.stage("making the initial model: published", 1, 1)
         per_check = min(2, options.validators)
         params = demo_task_params(
             rounds=options.rounds,

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.ml.envs.base import Environment, Problem
 from protocol.ml.envs.spec import TrainingSettings
+from protocol.ml.model import create_model
 from protocol.ml.seeds import label_seed
-from protocol.ml.tokenizer import Tokenizer, prompt_ids
+from protocol.ml.tokenizer import DEFAULT_ALPHABET, CharTokenizer, Tokenizer, prompt_ids
 
 if TYPE_CHECKING:
     import torch
@@ -197,3 +198,21 @@ def supervised_warmup(
             on_step(step, loss_value)
     model.eval()
     return loss_value
+
+
+def initial_model(
+    environment: Environment,
+    size: str,
+    steps: int,
+    seed: int,
+    device: str = "cpu",
+    on_step: Callable[[int, float], None] | None = None,
+) -> tuple[Any, CharTokenizer, float]:
+    """A fresh model of a named size (`model.SIZES`) with a character tokenizer covering the
+    environment's alphabet, warmed up for `steps` (`on_step(step, loss)` after each); returns the
+    model, its tokenizer and the last loss. `crucible model init` and the demo both make theirs here."""
+    extra = "".join(sorted(set(environment.alphabet()) - set(DEFAULT_ALPHABET)))
+    tokenizer = CharTokenizer(DEFAULT_ALPHABET + extra)
+    model: Any = create_model(size, tokenizer, seed).to(device)
+    loss = supervised_warmup(model, tokenizer, environment, steps, seed, on_step=on_step)
+    return model, tokenizer, loss

@@ -57,7 +57,9 @@ def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path)
     # Off a terminal, one line per phase on stderr with the time since the start (stdout stays JSON), and
     # the logs kept where the demo said.
     phases = [line for line in done.stderr.splitlines() if line.startswith("[")]
-    assert phases[0].endswith("making the initial model") and any("round 0 of 0-0" in line for line in phases), phases
+    assert phases[0].endswith("making the initial model: warm-up") and any(
+        "round 0 of 0-0" in line for line in phases
+    ), phases
     kept = list((tmp_path / "home" / "demo-logs").glob("*/*.log"))
     assert kept, "the demo's logs were not kept"
 
