@@ -27,6 +27,26 @@ ACCOUNT = typer.Option("dev0", "--account", help="devN, env, a keystore name or 
 YES = typer.Option(False, "--yes", help="Do not ask before sending.")
 
 
+# The option a person typed for each TaskParams field, so that a refusal names it.
+OPTION_OF = {
+    "bounty_wei": "--bounty",
+    "rounds": "--rounds",
+    "sample_rate_ppm": "--sample-rate",
+    "validators_per_check": "--validators-per-check",
+    "validator_fee_bps": "--validator-fee",
+    "finder_share_bps": "--finder-share",
+    "slash_wei": "--slash",
+    "validator_slash_wei": "--validator-slash",
+    "min_trainer_stake_wei": "--min-stake",
+    "min_validator_stake_wei": "--min-validator-stake",
+    "dispute_bond_wei": "--dispute-bond",
+    "max_work_units": "--max-work-units",
+    "submit_window_s": "--submit-window",
+    "validate_window_s": "--validate-window",
+    "challenge_window_s": "--challenge-window",
+}
+
+
 def _fraction(value: float, name: str, scale: int, allow_zero: bool = True) -> int:
     if not (0 <= value <= 1) or (not allow_zero and value == 0):
         raise ConfigError(f"{name} must be {'in (0, 1]' if not allow_zero else 'in [0, 1]'}, got {value}")
@@ -159,7 +179,8 @@ def create(
         )
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "parameters"
+        field = ".".join(str(part) for part in first["loc"])
+        where = OPTION_OF.get(field, field or "parameters")
         raise ConfigError(f"task parameters refused: {where}: {first['msg']}") from None
     ratio = params.deterrence
     symbol = crucible.symbol

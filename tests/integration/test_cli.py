@@ -177,6 +177,8 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
         net.run(*create, "--model", MODEL_CID, "--sample-rate", "0.1", "--slash", "1"), "cheating would pay"
     )
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "5000000"), "over the balance")
+    # A refused parameter is named by the option typed, not the internal field (bounty_wei).
+    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "0"), "task parameters refused: --bounty")
     # Without --yes and with no answer: the deterrence ratio is shown, the question asked, nothing sent.
     unconfirmed = net.run(*[arg for arg in create if arg != "--yes"], "--model", MODEL_CID)
     assert unconfirmed.code == 1 and unconfirmed.stdout == ""
