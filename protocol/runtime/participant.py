@@ -1,5 +1,6 @@
 """What every staked role's loop holds (the contracts, its signer, a store, a reporter) and does
-alike (its state file, collecting its credits)."""
+alike: readiness checks, its state file, polling through outages, tolerating steps others took first,
+keeping rounds moving, settling and collecting its credits; and the picker of red-team strategies."""
 
 from __future__ import annotations
 
