@@ -75,14 +75,14 @@ def _check_served(model_cid: str, env_cid: str, store_text: str | None) -> None:
     from protocol.artifacts.backends import open_store
     from protocol.artifacts.manifest import load_manifest
     from protocol.artifacts.store import LocalStore
-    from protocol.errors import CrucibleError, OwnFault
+    from protocol.errors import CrucibleError
     from protocol.ml.envs.spec import parse_spec
 
     store = open_store(store_text)
     hint = "publish it first (`crucible model publish`), or pass --skip-availability-check (nothing sent)"
     try:
         manifest = load_manifest(model_cid, store)
-    except (CrucibleError, OwnFault) as error:
+    except CrucibleError as error:  # the store's own faults included
         raise ConfigError(f"the store cannot serve the model {model_cid}: {error}; {hint}") from None
     if manifest.kind != "checkpoint":
         raise ConfigError(f"{model_cid} is an {manifest.kind} manifest, not a checkpoint (nothing sent)")

@@ -149,16 +149,6 @@ class Children:
                 process.wait()
 
 
-def run_cli(home: Path, *args: str) -> str:
-    """A one-shot `crucible` command; its stdout, or ConfigError with its error line."""
-    done = subprocess.run([CRUCIBLE, *args], capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
-                          env={**os.environ, "CRUCIBLE_HOME": str(home)})  # fmt: skip
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise ConfigError(f"`crucible {' '.join(args[:2])}` failed: {lines[-1] if lines else done.returncode}")
-    return done.stdout
-
-
 class Demo:
     """One demo run."""
 

@@ -26,6 +26,7 @@ from explorer.charts import line_chart
 from explorer.views import BadInput, NotFound, Views, parse_address, parse_cid, parse_submission
 from protocol.artifacts.store import Store
 from protocol.chain.client import Crucible
+from protocol.chain.ids import submission_text
 from protocol.errors import CrucibleError
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -37,7 +38,7 @@ def templates() -> Environment:
     environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     environment.filters["short"] = lambda text: text if len(str(text)) <= 18 else f"{str(text)[:10]}…{str(text)[-6:]}"
     # Submission ids as people read them everywhere (0x-hex; links and /api keep the decimal string).
-    environment.filters["sid"] = lambda value: hex(int(value))
+    environment.filters["sid"] = lambda value: submission_text(int(value))
     environment.filters["pct"] = lambda value: "-" if value is None else f"{100 * value:.1f}%"
     environment.globals["line_chart"] = line_chart
     return environment

@@ -54,6 +54,11 @@ class NodeSummary:
     claimed_wei: int = 0
 
 
+# Why a round is skipped when the stake is locked by open submissions (or was slashed): said before any
+# work when seen in time, and again when a submission races a slash.
+NO_FREE_STAKE = "not enough free stake to back another submission"
+
+
 class TrainerNode(Participant):
     """One trainer identity working on one task."""
 
@@ -176,7 +181,7 @@ class TrainerNode(Participant):
             free = self.crucible.stake_account(self.address).free
             if free < self.crucible.task(task_id).min_trainer_stake:
                 # Its open submissions still lock the stake (settled when their rounds end), or it was slashed.
-                return self._skip(round_index, "not enough free stake to back another submission")
+                return self._skip(round_index, NO_FREE_STAKE)
             prepared = self._prepare(round_index, spec)
         else:
             prepared = record
@@ -272,7 +277,7 @@ class TrainerNode(Participant):
                 return self._skip(round_index, "the submission window closed while sending")
             if error.name == "StakeInsufficientFree":
                 # Its earlier submissions still hold their locks (not settled yet), or it was slashed.
-                return self._skip(round_index, "not enough free stake to back another submission")
+                return self._skip(round_index, NO_FREE_STAKE)
             raise
         self.journal.record(round_index, choice.now("submitted"))
         self.summary.submitted.append(round_index)

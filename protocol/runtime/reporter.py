@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from protocol.chain.ids import submission_text
 from protocol.values import format_tokens
 
 
@@ -50,7 +51,7 @@ class Reporter:
             return key.removesuffix("_wei"), format_tokens(int(value), *self.token)
         if key in ("submission", "submissions"):  # one notation of submission ids: hex, as everywhere
             ids = value if isinstance(value, list) else [value]
-            return key, ",".join(hex(int(item)) for item in ids if str(item).isdigit()) or _plain(value)
+            return key, ",".join(submission_text(int(item)) for item in ids if str(item).isdigit()) or _plain(value)
         return key, _plain(value)
 
     @contextmanager
