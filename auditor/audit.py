@@ -34,6 +34,7 @@ from protocol.artifacts.store import Store
 from protocol.chain.assignment import assigned_indices, is_sampled
 from protocol.chain.client import Crucible
 from protocol.chain.ids import checkpoint_digests, decode_submission_id, submission_text
+from protocol.chain.params import TaskParams
 from protocol.errors import ConfigError, CrucibleError, OwnFault
 from protocol.ml.aggregation import load_included_updates, publish_next_checkpoint
 from protocol.ml.envs.spec import EnvSpec, parse_spec
@@ -328,7 +329,7 @@ class Auditor:
             creator=str(created.args["creator"]),
             model_cid=str(created.args["modelCid"]),
             env_cid=str(created.args["envCid"]),
-            params=dict(created.args["params"]),
+            params=TaskParams.from_contract(created.args["params"]),
             ended=state.ended,
             validators=members,
             history=history,
@@ -341,6 +342,6 @@ class Auditor:
             )
         if state.ended and audit.rounds and audit.rounds[-1].agreed_cid and evaluate_model:
             final = audit.rounds[-1].agreed_cid
-            audit.params["final_checkpoint"] = final
-            audit.params["final_accuracy"] = self.accuracy(final, audit.env_cid)[0]
+            audit.final_checkpoint = final
+            audit.final_accuracy = self.accuracy(final, audit.env_cid)[0]
         return audit

@@ -37,17 +37,22 @@ class MoneyCheck:
         return self.total_in == self.total_out
 
     def as_json(self) -> dict[str, Any]:
+        """The books for scripts: every amount an exact decimal string in a field named `*_wei`."""
         return {
             "balanced": self.balanced,
-            "in": {"bounty": str(self.bounty), "slashed": str(self.slashed), "dispute_bonds": str(self.bonds)},
-            "out": {
-                "credited": {kind: str(amount) for kind, amount in self.credited.items()},
-                "refunded": str(self.refunded),
-                "held": str(self.held),
+            "in": {
+                "bounty_wei": str(self.bounty),
+                "slashed_wei": str(self.slashed),
+                "dispute_bonds_wei": str(self.bonds),
             },
-            "total_in": str(self.total_in),
-            "total_out": str(self.total_out),
-            "difference": str(self.total_in - self.total_out),
+            "out": {
+                "credited_wei": {kind: str(amount) for kind, amount in self.credited.items()},
+                "refunded_wei": str(self.refunded),
+                "held_wei": str(self.held),
+            },
+            "total_in_wei": str(self.total_in),
+            "total_out_wei": str(self.total_out),
+            "difference_wei": str(self.total_in - self.total_out),
         }
 
 
@@ -91,4 +96,4 @@ def market_balance_check(crucible: Crucible, index: EventIndex) -> dict[str, Any
     claimed = sum(int(e.args["amount"]) for e in index.events("Claimed"))
     balance = crucible.balance_of(crucible.market.address)
     owed = held + credited - claimed
-    return {"balance": str(balance), "owed": str(owed), "balanced": balance == owed}
+    return {"balance_wei": str(balance), "owed_wei": str(owed), "balanced": balance == owed}

@@ -8,6 +8,7 @@ from typing import Any
 
 from auditor.index import Event
 from auditor.money import MoneyCheck
+from protocol.chain.params import TaskParams
 from protocol.work.checks import Verdict
 
 
@@ -157,13 +158,15 @@ class TaskAudit:
     creator: str
     model_cid: str
     env_cid: str
-    params: dict[str, Any]
+    params: TaskParams
     ended: bool
     validators: list[str]
     history: list[Event]
     rounds: list[RoundAudit]
     money: MoneyCheck
     findings: list[Finding] = field(default_factory=list)
+    final_checkpoint: str | None = None
+    final_accuracy: float | None = None
 
     def all_findings(self) -> list[Finding]:
         return self.findings + [f for r in self.rounds for f in r.all_findings()]
@@ -177,8 +180,10 @@ class TaskAudit:
             "creator": self.creator,
             "model_cid": self.model_cid,
             "env_cid": self.env_cid,
-            "params": {key: str(value) if isinstance(value, int) else value for key, value in self.params.items()},
+            "params": self.params.as_json(),
             "ended": self.ended,
+            "final_checkpoint": self.final_checkpoint,
+            "final_accuracy": self.final_accuracy,
             "validators": self.validators,
             "history": [event.as_json() for event in self.history],
             "rounds": [r.as_json() for r in self.rounds],

@@ -66,7 +66,9 @@ def main() -> None:
             "sampled_accuracy": [r["sampled_accuracy"] for r in summary["rounds"]],
             "rollout_reward": [r["rollout_reward"] for r in summary["rounds"]],
             "balanced": summary["money_check"]["balanced"],
-            "slashed": {a["name"]: str(a["stake_before"] - a["stake_after"]) for a in summary["accounts"]},
+            "slashed_wei": {
+                a["name"]: str(int(a["stake_before_wei"]) - int(a["stake_after_wei"])) for a in summary["accounts"]
+            },
         }
         print(f"{name}: {results[name]}", flush=True)
     labels = ["initial", *(f"r{i}" for i in range(1, args.rounds + 1))]

@@ -203,7 +203,7 @@ def _write_html(path: Path, document: dict[str, Any], indexed_block: int, decima
         line_chart("Held-out accuracy of each round's checkpoint", labels, {"greedy": accuracy, "sampled": sampled})
     ]
     totals = ("total_in", "total_out")
-    money = {key: format_tokens(int(document["money_check"][key]), decimals, symbol) for key in totals}
+    money = {key: format_tokens(int(document["money_check"][f"{key}_wei"]), decimals, symbol) for key in totals}
     body = (
         templates()
         .get_template("report.html")
@@ -315,7 +315,7 @@ def money(
     else:
         stdout.print(_money_table(books, crucible.decimals, crucible.symbol))
         decimals, symbol = crucible.decimals, crucible.symbol
-        balance, owed = (format_tokens(int(market[key]), decimals, symbol) for key in ("balance", "owed"))
+        balance, owed = (format_tokens(int(market[key]), decimals, symbol) for key in ("balance_wei", "owed_wei"))
         verdict = "balanced to the wei" if market["balanced"] else "NOT balanced"
         stdout.print(f"market balance {balance}, owed {owed}: {verdict}")
     if not books.balanced or not market["balanced"]:

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli.output import emit_json, stderr, stdout
+from protocol.values import format_tokens
 
 
 @contextmanager
@@ -81,20 +82,22 @@ def _print(summary: dict[str, Any], json_output: bool) -> None:
     )
     for row in summary["accounts"]:
         accounts.add_row(
-            row["name"], row["role"], str(row["stake_before"]), str(row["stake_after"]), str(row["rewards"])
+            row["name"],
+            row["role"],
+            *(format_tokens(int(row[f"{key}_wei"]), 18, "CRU") for key in ("stake_before", "stake_after", "rewards")),
         )
     stdout.print(accounts)
     check = summary["money_check"]
 
     def tokens(wei: str) -> str:
-        return f"{int(wei) / 10**18:,.2f}"
+        return format_tokens(int(wei), 18)
 
-    credited = sum(int(amount) for amount in check["out"]["credited"].values())
+    credited = sum(int(amount) for amount in check["out"]["credited_wei"].values())
     stdout.print(
-        f"money check (CRU): bounty {tokens(check['in']['bounty'])} + slashed {tokens(check['in']['slashed'])} + "
-        f"bonds {tokens(check['in']['dispute_bonds'])} = credited {tokens(str(credited))} + refunded "
-        f"{tokens(check['out']['refunded'])} + held {tokens(check['out']['held'])}: "
-        f"{'balanced to the wei' if check['balanced'] else 'NOT balanced'}"
+        f"money check (CRU): bounty {tokens(check['in']['bounty_wei'])} + slashed "
+        f"{tokens(check['in']['slashed_wei'])} + bonds {tokens(check['in']['dispute_bonds_wei'])} = credited "
+        f"{tokens(str(credited))} + refunded {tokens(check['out']['refunded_wei'])} + held "
+        f"{tokens(check['out']['held_wei'])}: {'balanced to the wei' if check['balanced'] else 'NOT balanced'}"
     )
     if "explorer" not in summary:
         stdout.print("explorer: run `crucible demo --keep` to browse the finished task")

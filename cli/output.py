@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, is_dataclass
-from decimal import Decimal
 from typing import Any
 
 from rich.console import Console
@@ -23,9 +22,6 @@ def _plain(value: Any) -> Any:
         return [_plain(item) for item in value]
     if isinstance(value, bytes):
         return "0x" + value.hex()
-    if isinstance(value, Decimal):
-        # Token amounts are numbers for scripts; exact base units travel beside them as *_wei.
-        return int(value) if value == value.to_integral_value() else float(value)
     return value
 
 

@@ -8,7 +8,7 @@ from cli.context import address_of, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stdout
 from protocol.chain.client import Role
 from protocol.errors import ConfigError
-from protocol.values import format_tokens, from_wei
+from protocol.values import format_tokens
 
 app = typer.Typer(no_args_is_help=True, help="Stake, inspect, unstake and withdraw.")
 
@@ -62,12 +62,10 @@ def _show(cli: object, address: str, json_output: bool) -> None:
     state = crucible.stake_account(address)
     decimals = crucible.decimals
     if json_output:
-        credits = crucible.credit_of(address)
         amounts = {"staked": state.staked, "unbonding": state.unbonding, "locked": state.locked, "free": state.free}
-        amounts["credits"] = credits
+        amounts["credits"] = crucible.credit_of(address)
         document: dict[str, object] = {"address": address, "role": state.role.name.lower()}
-        document |= {name: from_wei(value, decimals) for name, value in amounts.items()}
-        document |= {f"{name}_wei": value for name, value in amounts.items()}
+        document |= {f"{name}_wei": str(value) for name, value in amounts.items()}
         emit_json(document | {"release_at": state.release_at})
         return
     symbol = crucible.symbol

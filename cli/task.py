@@ -18,7 +18,7 @@ from protocol.chain.client import Crucible
 from protocol.chain.ids import decode_submission_id
 from protocol.chain.params import BPS, PPM, TaskParams, least_deterrent_slash, max_submission_reward
 from protocol.errors import ConfigError
-from protocol.values import checked_cid, format_tokens, from_wei, to_wei
+from protocol.values import checked_cid, format_tokens
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, show, finalise and refund tasks.")
 
@@ -227,11 +227,11 @@ def list_(ctx: typer.Context, json_output: bool = JSON) -> None:
                     {
                         "task_id": task_id,
                         "creator": task.creator,
-                        "bounty": from_wei(task.bounty, decimals),
+                        "bounty_wei": str(task.bounty),
                         "rounds": task.rounds,
                         "current_round": task.current_round,
                         "ended": task.ended,
-                        "refundable": from_wei(task.pool, decimals),
+                        "refundable_wei": str(task.pool),
                     }
                     for task_id, task in tasks
                 ]
@@ -252,12 +252,8 @@ def list_(ctx: typer.Context, json_output: bool = JSON) -> None:
 
 
 def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
-    """Returns a task with its rounds and submissions as plain data (tokens as decimals)."""
+    """Returns a task with its rounds and submissions as plain data (amounts exact, as strings, in `*_wei`)."""
     task = crucible.task(task_id)
-    decimals = crucible.decimals
-
-    def tokens(value: int) -> Decimal:
-        return from_wei(value, decimals)
 
     rounds = []
     for index in range(task.current_round + 1):
@@ -306,18 +302,20 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
         "creator": task.creator,
         "model_cid": model_cid,
         "env_cid": env_cid,
-        "bounty": tokens(task.bounty),
+        "decimals": crucible.decimals,
+        "symbol": crucible.symbol,
+        "bounty_wei": str(task.bounty),
         "rounds": task.rounds,
         "current_round": task.current_round,
         "ended": task.ended,
-        "refundable": tokens(task.pool),
+        "refundable_wei": str(task.pool),
         "sample_rate": task.sample_rate_ppm / PPM,
         "validators_per_check": task.validators_per_check,
-        "slash": tokens(task.slash_amount),
-        "validator_slash": tokens(task.validator_slash),
-        "min_trainer_stake": tokens(task.min_trainer_stake),
-        "min_validator_stake": tokens(task.min_validator_stake),
-        "dispute_bond": tokens(task.dispute_bond),
+        "slash_wei": str(task.slash_amount),
+        "validator_slash_wei": str(task.validator_slash),
+        "min_trainer_stake_wei": str(task.min_trainer_stake),
+        "min_validator_stake_wei": str(task.min_validator_stake),
+        "dispute_bond_wei": str(task.dispute_bond),
         "validator_fee": task.validator_fee_bps / BPS,
         "finder_share": task.finder_share_bps / BPS,
         "max_work_units": task.max_work_units,
@@ -342,7 +340,7 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
     symbol, decimals = crucible.symbol, crucible.decimals
 
     def amount(key: str) -> str:
-        return format_tokens(to_wei(document[key], decimals), decimals, symbol)
+        return format_tokens(int(document[f"{key}_wei"]), decimals, symbol)
 
     last = document["rounds"] - 1
     stdout.print(
@@ -453,6 +451,6 @@ def refund(
     confirm_or_abort(f"Refund {format_tokens(task.pool, crucible.decimals, crucible.symbol)} of task {task_id}?", yes)
     amount = crucible.refund(signer, task_id)
     if json_output:
-        emit_json({"task_id": task_id, "refunded": from_wei(amount, crucible.decimals)})
+        emit_json({"task_id": task_id, "refunded_wei": str(amount)})
     else:
         stdout.print(f"refunded {format_tokens(amount, crucible.decimals, crucible.symbol)} of task {task_id}")

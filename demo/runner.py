@@ -43,7 +43,7 @@ from protocol.ml.envs.spec import MAX_SAMPLES, default_spec
 from protocol.ml.model import publish as publish_model
 from protocol.ml.model import save_folder
 from protocol.ml.training import initial_model
-from protocol.values import from_wei
+from protocol.values import format_tokens
 from protocol.work.rollouts import parse_rollouts
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ class Demo:
             challenge_window_s=LONG_S,
         )
         task_id = crucible.create_task(creator, params, model_cid, env_cid)
-        self.say(f"task {task_id}: bounty {from_wei(params.bounty_wei, 18)} CRU over {options.rounds} rounds, "
+        self.say(f"task {task_id}: bounty {format_tokens(params.bounty_wei, 18, 'CRU')} over {options.rounds} rounds, "
                  f"model {model_cid}")  # fmt: skip
 
         people = self._participants(crucible, creator)
@@ -386,8 +386,8 @@ class Demo:
                 after = crucible.stake_account(person.signer.address).staked
                 accounts.append({
                     "name": person.name, "role": person.role, "address": person.signer.address,
-                    "adversary": person.adversary, "stake_before": from_wei(person.stake_before, 18),
-                    "stake_after": from_wei(after, 18), "rewards": from_wei(credited, 18),
+                    "adversary": person.adversary, "stake_before_wei": str(person.stake_before),
+                    "stake_after_wei": str(after), "rewards_wei": str(credited),
                 })  # fmt: skip
         finally:
             index.close()
@@ -395,7 +395,7 @@ class Demo:
             "task_id": task_id,
             "rounds": rounds,
             "accounts": accounts,
-            "refunded": from_wei(refund, 18),
+            "refunded_wei": str(refund),
             "money_check": books.as_json() | {"market": market, "balanced": books.balanced and market["balanced"]},
         }
 

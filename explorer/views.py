@@ -12,6 +12,7 @@ from typing import Any
 from auditor.audit import Auditor
 from auditor.money import CREDIT_KINDS, MoneyCheck, money_check
 from protocol.chain.ids import decode_submission_id, parse_submission_id, submission_text
+from protocol.chain.params import TaskParams
 from protocol.errors import ConfigError, CrucibleError
 from protocol.values import checked_address, checked_cid, format_tokens
 from protocol.work.evidence import parse_evidence
@@ -71,6 +72,10 @@ class Views:
     def tokens(self, wei: int) -> str:
         return format_tokens(wei, self.crucible.decimals, self.crucible.symbol)
 
+    def amount(self, name: str, wei: int) -> dict[str, str]:
+        """An amount as the JSON carries it: exact in `<name>_wei`, for people in `<name>_shown`."""
+        return {f"{name}_wei": str(wei), f"{name}_shown": self.tokens(wei)}
+
     def artifact_url(self, cid: str) -> str:
         return f"{self.relay_url}/ipfs/{cid}"
 
@@ -85,7 +90,7 @@ class Views:
                 {
                     "task_id": task_id,
                     "creator": created.args["creator"],
-                    "bounty": self.tokens(int(created.args["params"]["bounty"])),
+                    **self.amount("bounty", int(created.args["params"]["bounty"])),
                     "rounds": int(created.args["params"]["rounds"]),
                     "current_round": state.current_round,
                     "ended": state.ended,
@@ -115,20 +120,19 @@ class Views:
                     "finalised": audit.finalised,
                     "accuracy": None if accuracy is None else accuracy[0],
                     "sampled_accuracy": None if accuracy is None else accuracy[1],
-                    "rewards": self.tokens(rewards),
-                    "rewards_wei": str(rewards),
+                    **self.amount("rewards", rewards),
                 }
             )
         final = str(rounds[-1]["agreed_cid"] or "") if rounds and state.ended else ""
         final_accuracy = self.index.evaluation(final) if final else None
         money = money_check(self.crucible, self.index, task_id)
-        params = {key: str(value) for key, value in created.args["params"].items()}
+        params = TaskParams.from_contract(created.args["params"])
         return {
             "task_id": task_id,
             "creator": created.args["creator"],
             "model_cid": created.args["modelCid"],
             "env_cid": created.args["envCid"],
-            "params": params,
+            "params": params.as_json(),
             "ended": state.ended,
             "current_round": state.current_round,
             "validators": self.auditor.validators(task_id),
@@ -138,7 +142,7 @@ class Views:
             "final_sampled_accuracy": None if final_accuracy is None else final_accuracy[1],
             "money_check": money.as_json(),
             "money_shown": self._money_for_people(money),
-            "params_shown": self._params_for_people(created.args["params"]),
+            "params_shown": self._params_for_people(params),
             "decimals": self.crucible.decimals,
             "symbol": self.crucible.symbol,
         }
@@ -155,26 +159,26 @@ class Views:
             "total_out": self.tokens(money.total_out),
         }  # fmt: skip
 
-    def _params_for_people(self, params: dict[str, Any]) -> list[tuple[str, str]]:
+    def _params_for_people(self, params: TaskParams) -> list[tuple[str, str]]:
         """A task's parameters named and unit-ed for people: tokens, percentages, seconds."""
         amount = self.tokens
         return [
-            ("Bounty", amount(int(params["bounty"]))),
-            ("Rounds", str(params["rounds"])),
-            ("Share of submissions checked", f"{int(params['sampleRatePpm']) / 10_000:g} %"),
-            ("Validators per check", str(params["validatorsPerCheck"])),
-            ("Validators' fee", f"{int(params['validatorFeeBps']) / 100:g} % of each round's budget"),
-            ("Finders' share of a slash", f"{int(params['finderShareBps']) / 100:g} %"),
-            ("Trainer slash", amount(int(params["slashAmount"]))),
-            ("Validator slash", amount(int(params["validatorSlash"]))),
-            ("Stake a submission locks", amount(int(params["minTrainerStake"]))),
-            ("Stake a validator locks", amount(int(params["minValidatorStake"]))),
-            ("Dispute bond", amount(int(params["disputeBond"]))),
-            ("Most work units a submission", f"{int(params['maxWorkUnits']):,}"),
+            ("Bounty", amount(params.bounty_wei)),
+            ("Rounds", str(params.rounds)),
+            ("Share of submissions checked", f"{params.sample_rate_ppm / 10_000:g} %"),
+            ("Validators per check", str(params.validators_per_check)),
+            ("Validators' fee", f"{params.validator_fee_bps / 100:g} % of each round's budget"),
+            ("Finders' share of a slash", f"{params.finder_share_bps / 100:g} %"),
+            ("Trainer slash", amount(params.slash_wei)),
+            ("Validator slash", amount(params.validator_slash_wei)),
+            ("Stake a submission locks", amount(params.min_trainer_stake_wei)),
+            ("Stake a validator locks", amount(params.min_validator_stake_wei)),
+            ("Dispute bond", amount(params.dispute_bond_wei)),
+            ("Most work units a submission", f"{params.max_work_units:,}"),
             (
                 "Windows",
-                f"submit {params['submitWindow']} s, validate {params['validateWindow']} s, "
-                f"challenge {params['challengeWindow']} s",
+                f"submit {params.submit_window_s} s, validate {params.validate_window_s} s, "
+                f"challenge {params.challenge_window_s} s",
             ),
         ]
 
@@ -190,8 +194,8 @@ class Views:
         return document
 
     def _submission_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        row["reward"] = self.tokens(int(row["reward_wei"]))
-        row["slashed"] = self.tokens(int(row["slashed_wei"]))
+        row["reward_shown"] = self.tokens(int(row["reward_wei"]))
+        row["slashed_shown"] = self.tokens(int(row["slashed_wei"]))
         return row
 
     def submission(self, submission: int) -> dict[str, Any]:
@@ -230,12 +234,13 @@ class Views:
         return {
             "address": address,
             "stake": {
-                "staked": self.tokens(stake.staked),
-                "locked": self.tokens(stake.locked),
+                **self.amount("staked", stake.staked),
+                **self.amount("locked", stake.locked),
                 "role": stake.role.name.lower(),
             },
-            "credited": {kind: self.tokens(amount) for kind, amount in credits.items()},
-            "slashed": self.tokens(slashed),
+            "credited_wei": {kind: str(amount) for kind, amount in credits.items()},
+            "credited_shown": {kind: self.tokens(amount) for kind, amount in credits.items()},
+            **self.amount("slashed", slashed),
             "submissions": [str(s) for s in submissions],
             "history": paginate([e.as_json() for e in events], page),
         }

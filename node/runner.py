@@ -126,8 +126,8 @@ class TrainerNode(Participant):
         self._settle_and_claim()
         self.reporter.event(
             "finished",
-            submitted=self.summary.submitted,
-            skipped=self.summary.skipped,
+            submitted_rounds=self.summary.submitted,
+            skipped_rounds=self.summary.skipped,
             claimed_wei=str(self.summary.claimed_wei),
         )
         return self.summary

@@ -50,10 +50,20 @@ def from_wei(amount_wei: int, decimals: int) -> Decimal:
     return value.quantize(Decimal(1)) if value == value.to_integral_value() else value
 
 
+SHOWN_DECIMALS = 4
+
+
 def format_tokens(amount_wei: int, decimals: int, symbol: str = "") -> str:
-    """Returns a readable amount: `1,234.5 CRU`."""
+    """Returns an amount for people: thousands separators, at most four decimals, the symbol (`1,234.5 CRU`).
+    A rounded amount says so (`≈442.3429 CRU`, `<0.0001 CRU`); exact base units belong in JSON `*_wei`."""
     value = from_wei(amount_wei, decimals)
-    text = f"{value:,f}"
+    shown = value.quantize(Decimal(1).scaleb(-SHOWN_DECIMALS))
+    prefix = ""
+    if shown != value:
+        prefix = "≈"
+        if shown == 0:
+            prefix, shown = "<", Decimal(1).scaleb(-SHOWN_DECIMALS)
+    text = f"{shown:,f}"
     if "." in text:
         text = text.rstrip("0").rstrip(".")
-    return f"{text} {symbol}".strip()
+    return f"{prefix}{text} {symbol}".strip()

@@ -155,7 +155,7 @@ class Validator(Participant):
             "finished",
             attested=len(self.summary.attested),
             abstained=len(self.summary.abstained),
-            proposed=self.summary.proposed,
+            proposed_rounds=self.summary.proposed,
             disputed=self.summary.disputed,
             claimed_wei=str(self.summary.claimed_wei),
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import BaseModel, Field, model_validator
 
 PPM = 1_000_000
@@ -77,25 +80,40 @@ class TaskParams(BaseModel):
         """Whether the chain's deterrence check accepts these numbers."""
         return deters(self.sample_rate_ppm, self.slash_wei, self.max_reward_wei)
 
+    @classmethod
+    def from_contract(cls, struct: Mapping[str, Any]) -> TaskParams:
+        """The numbers of an `ITaskMarket.TaskParams` struct as the chain holds them (a `TaskCreated` event's
+        `params`), taken as they are: the chain checked them when the task was created."""
+        values = {field: int(struct[name]) for field, name in CONTRACT_NAMES.items()}
+        return cls.model_construct(None, **values)
+
+    def as_json(self) -> dict[str, int | str]:
+        """The numbers for scripts: amounts exact, as decimal strings, in fields named `*_wei`."""
+        return {field: str(value) if field.endswith("_wei") else value for field, value in self.model_dump().items()}
+
     def as_contract_tuple(self) -> tuple[int, ...]:
         """Returns the fields in `ITaskMarket.TaskParams` order."""
-        return (
-            self.bounty_wei,
-            self.rounds,
-            self.sample_rate_ppm,
-            self.validators_per_check,
-            self.validator_fee_bps,
-            self.finder_share_bps,
-            self.slash_wei,
-            self.validator_slash_wei,
-            self.min_trainer_stake_wei,
-            self.min_validator_stake_wei,
-            self.dispute_bond_wei,
-            self.max_work_units,
-            self.submit_window_s,
-            self.validate_window_s,
-            self.challenge_window_s,
-        )
+        return tuple(getattr(self, field) for field in CONTRACT_NAMES)
+
+
+# Our field names -> the Solidity struct's, in the struct's order.
+CONTRACT_NAMES = {
+    "bounty_wei": "bounty",
+    "rounds": "rounds",
+    "sample_rate_ppm": "sampleRatePpm",
+    "validators_per_check": "validatorsPerCheck",
+    "validator_fee_bps": "validatorFeeBps",
+    "finder_share_bps": "finderShareBps",
+    "slash_wei": "slashAmount",
+    "validator_slash_wei": "validatorSlash",
+    "min_trainer_stake_wei": "minTrainerStake",
+    "min_validator_stake_wei": "minValidatorStake",
+    "dispute_bond_wei": "disputeBond",
+    "max_work_units": "maxWorkUnits",
+    "submit_window_s": "submitWindow",
+    "validate_window_s": "validateWindow",
+    "challenge_window_s": "challengeWindow",
+}
 
 
 def demo_task_params(**changes: int) -> TaskParams:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.amounts import assert_amounts_in_wei
 
 from protocol.chain import devnet
 from protocol.chain.connection import Chain
@@ -135,9 +136,10 @@ def test_the_devnet_clock_runs_on_its_own_and_advances_on_command(net: Devnet) -
 
 def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     staked = net.run("stake", "deposit", "250", "--role", "validator", "--account", "dev5", "--yes", "--json").json()
-    assert staked["staked"] == 250 and staked["staked_wei"] == 250 * 10**18 and staked["role"] == "validator"
+    assert staked["staked_wei"] == str(250 * 10**18) and staked["role"] == "validator"
     shown = net.run("stake", "show", "dev5", "--json").json()
-    assert (shown["staked"], shown["unbonding"], shown["locked"]) == (250, 0, 0)
+    assert (shown["staked_wei"], shown["unbonding_wei"], shown["locked_wei"]) == (str(250 * 10**18), "0", "0")
+    assert assert_amounts_in_wei(shown) == 5
 
     env_file = tmp_path / "env.json"
     env_file.write_text(json.dumps({"environment": "arithmetic", "schema_version": 1}))
@@ -146,8 +148,10 @@ def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     assert isinstance(task_id, int) and created["deterrence_ratio"] >= 1  # type: ignore[operator]
     listed = net.run("task", "list", "--json").json()
     assert any(task["task_id"] == task_id for task in listed["tasks"])  # type: ignore[attr-defined]
+    assert assert_amounts_in_wei(listed) == 2 * len(listed["tasks"])  # type: ignore[arg-type]
     shown_task = net.run("task", "show", str(task_id), "--json").json()
-    assert shown_task["bounty"] == 100 and shown_task["rounds"] == 2 and shown_task["sample_rate"] == 0.5
+    assert shown_task["bounty_wei"] == str(100 * 10**18) and shown_task["rounds"] == 2
+    assert shown_task["sample_rate"] == 0.5 and assert_amounts_in_wei(shown_task) == 7
     assert (shown_task["model_cid"], shown_task["env_cid"]) == (MODEL_CID, created["env_cid"])
     human = net.run("task", "show", str(task_id))
     assert human.code == 0 and f"Task {task_id}" in human.stdout
@@ -155,7 +159,7 @@ def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     assert MODEL_CID in human.stdout and "0 open (rounds 0 to 1)" in human.stdout and "100 CRU" in human.stdout
 
     unstaked = net.run("stake", "unstake", "50", "--account", "dev5", "--yes", "--json").json()
-    assert (unstaked["staked"], unstaked["unbonding"]) == (200, 50)
+    assert (unstaked["staked_wei"], unstaked["unbonding_wei"]) == (str(200 * 10**18), str(50 * 10**18))
     assert_one_line_error(net.run("stake", "withdraw", "--account", "dev5"), "nothing to withdraw yet")
 
 
@@ -199,7 +203,7 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     assert_one_line_error(down, "is unreachable")
 
     assert net.run("task", "list", "--json").json()["tasks"] == before, "no task was created"
-    assert net.run("stake", "show", dev1, "--json").json()["staked"] == 0, "nothing was staked"
+    assert net.run("stake", "show", dev1, "--json").json()["staked_wei"] == "0", "nothing was staked"
 
 
 def test_deploy_to_a_chain_by_rpc(net: Devnet, tmp_path: Path) -> None:
@@ -237,7 +241,7 @@ def test_refund_after_the_task_ends(net: Devnet) -> None:
     assert closed == {"task_id": task_id, "round": 0, "task_ended": True}
     assert_one_line_error(net.run("task", "refund", str(task_id), "--account", "dev1", "--yes"), "only the creator")
     refunded = net.run("task", "refund", str(task_id), "--yes", "--json").json()
-    assert refunded == {"task_id": task_id, "refunded": 30}
+    assert refunded == {"task_id": task_id, "refunded_wei": str(30 * 10**18)}
     assert_one_line_error(net.run("task", "refund", str(task_id), "--yes"), "nothing to refund")
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.amounts import assert_amounts_in_wei
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
@@ -45,13 +46,16 @@ def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path)
     assert 0.0 <= summary["rounds"][0]["rollout_reward"] <= 1.0 and summary["rounds"][1]["rollout_reward"] is None
     accounts = {a["name"]: a for a in summary["accounts"]}
     assert {a["role"] for a in accounts.values()} == {"trainer", "validator"} and len(accounts) == 5
-    cheat = accounts["trainer-3 (inflated-rewards)"]
-    assert cheat["adversary"] == "inflated-rewards" and cheat["rewards"] == 0
-    assert cheat["stake_after"] == cheat["stake_before"] - 500
+    # Amounts in JSON are exact wei, as decimal strings, in fields named *_wei.
+    wei = {name: {k: int(v) for k, v in a.items() if k.endswith("_wei")} for name, a in accounts.items()}
+    assert assert_amounts_in_wei(summary) > 20
+    cheat = wei["trainer-3 (inflated-rewards)"]
+    assert accounts["trainer-3 (inflated-rewards)"]["adversary"] == "inflated-rewards" and cheat["rewards_wei"] == 0
+    assert cheat["stake_after_wei"] == cheat["stake_before_wei"] - 500 * 10**18
     for name in ("trainer-1", "trainer-2"):
-        assert accounts[name]["rewards"] > 0 and accounts[name]["stake_after"] == accounts[name]["stake_before"]
-    assert all(accounts[f"validator-{i}"]["rewards"] > 0 for i in (1, 2))
-    assert summary["money_check"]["balanced"] is True and summary["money_check"]["difference"] == "0"
+        assert wei[name]["rewards_wei"] > 0 and wei[name]["stake_after_wei"] == wei[name]["stake_before_wei"]
+    assert all(wei[f"validator-{i}"]["rewards_wei"] > 0 for i in (1, 2))
+    assert summary["money_check"]["balanced"] is True and summary["money_check"]["difference_wei"] == "0"
     assert summary["money_check"]["market"]["balanced"] is True
     assert demo_processes() == []  # nothing left running
     # Off a terminal, one line per phase on stderr with the time since the start (stdout stays JSON), and

@@ -89,7 +89,7 @@ def refund_and_balance(crucible: Crucible, creator: Signer, home: Path, folder: 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     books = json.loads(done.stdout)
-    assert books["balanced"] and books["market"]["balanced"] and books["out"]["held"] == "0"
+    assert books["balanced"] and books["market"]["balanced"] and books["out"]["held_wei"] == "0"
 
 
 def settled_once_and_balanced(crucible: Crucible, cast: OneOnOne, creator: Signer, home: Path, folder: Path) -> None:

@@ -3,10 +3,13 @@ rebuild from nothing gives the same rows."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
+from helpers.browser import browser_page, explorer_process, screenshot
 
 from auditor.audit import Auditor
 from auditor.index import EventIndex
@@ -104,7 +107,11 @@ def test_an_index_of_another_deployment_is_refused(crucible: Crucible, tmp_path:
 
 
 def test_one_tasks_unreadable_model_leaves_the_explorer_serving_the_others(
-    crucible: Crucible, dev: list[Signer], crucible_home: Path, model_cid_factory: Callable[[Path], str]
+    crucible: Crucible,
+    dev: list[Signer],
+    crucible_home: Path,
+    model_cid_factory: Callable[[Path], str],
+    tmp_path: Path,
 ) -> None:
     """Two tasks, one created (forced past `task create`'s check) on a model CID no store serves: the
     explorer's sync keeps the index current and evaluates the sound task's model, and warns about the
@@ -129,3 +136,18 @@ def test_one_tasks_unreadable_model_leaves_the_explorer_serving_the_others(
         assert sound in auditor.index.task_ids()
     finally:
         auditor.index.close()
+    # The same through `crucible explorer serve` and a browser: the warning on the stranded task's page,
+    # none on the sound task's.
+    book = tmp_path / "deployment.json"
+    with explorer_process(crucible_home, crucible.chain.rpc_url, book) as url:
+        deadline = time.monotonic() + 120
+        while not httpx.get(f"{url}/api/tasks/{stranded}", timeout=30).json()["warning"]:
+            assert time.monotonic() < deadline, "the explorer never warned about the stranded task"
+            time.sleep(0.5)
+        assert httpx.get(f"{url}/api/tasks/{sound}", timeout=30).json()["warning"] is None
+        with browser_page() as page:
+            page.goto(f"{url}/tasks/{stranded}")
+            assert "cannot be evaluated" in page.locator(".warn").inner_text()
+            screenshot(page, "explorer-6-task-warning")
+            page.goto(f"{url}/tasks/{sound}")
+            assert page.locator(".warn").count() == 0 and page.locator("h1").inner_text() == f"Task {sound}"

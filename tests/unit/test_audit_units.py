@@ -71,9 +71,9 @@ def test_verdicts_that_match_the_rerun_give_no_finding() -> None:
 def test_money_balances_only_to_the_wei() -> None:
     credited = {"trainer_reward": 900, "validator_fee": 50, "finder_share": 250, "bond_returned": 50}
     books = MoneyCheck(bounty=1000, slashed=500, bonds=50, credited=credited, refunded=300, held=0)
-    assert books.balanced and books.as_json()["difference"] == "0"
+    assert books.balanced and books.as_json()["difference_wei"] == "0"
     off = MoneyCheck(bounty=1000, slashed=500, bonds=50, credited=credited, refunded=300, held=1)
-    assert not off.balanced and off.as_json()["difference"] == "-1"
+    assert not off.balanced and off.as_json()["difference_wei"] == "-1"
 
 
 def test_explorer_input_is_parsed_or_refused_with_a_reason() -> None:

@@ -29,6 +29,14 @@ def test_token_amounts_round_trip_exactly() -> None:
     assert format_tokens(1_234_500_000_000_000_000_000, 18, "CRU") == "1,234.5 CRU"
 
 
+def test_amounts_for_people_have_a_few_decimals_and_say_when_rounded() -> None:
+    assert format_tokens(442_342_931_937_172_774_870, 18, "CRU") == "≈442.3429 CRU"
+    assert format_tokens(2_999_990_000_000_000_000, 18, "CRU") == "≈3 CRU"
+    assert format_tokens(5 * 10**12, 18, "CRU") == "<0.0001 CRU"
+    assert format_tokens(0, 18, "CRU") == "0 CRU"
+    assert format_tokens(9_000 * 10**18, 18) == "9,000"
+
+
 @pytest.mark.parametrize("bad", ["-1", "abc", "1e400000", "NaN", "0.0000000000000000001"])
 def test_bad_amounts_refused(bad: str) -> None:
     with pytest.raises(ConfigError):
