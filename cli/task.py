@@ -180,8 +180,9 @@ def create(
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
-        where = OPTION_OF.get(field, field or "parameters")
-        raise ConfigError(f"task parameters refused: {where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        where = f"{OPTION_OF.get(field, field)}: " if field else ""
+        raise ConfigError(f"task parameters refused: {where}{message}") from None
     ratio = params.deterrence
     symbol = crucible.symbol
     slash_text = format_tokens(params.slash_wei, decimals, symbol)

@@ -7,16 +7,21 @@ Run with `make mutants` (it is part of `make test`).
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKET = "contracts/src/TaskMarket.sol"
 IDS = "contracts/src/libraries/Ids.sol"
+PARAMS = "contracts/src/libraries/Params.sol"
+PULL = "contracts/src/libraries/Pull.sol"
+LIMITS = "test_RevertWhen_LimitBroken"
 # The platform binary itself: the npm wrapper in node_modules/.bin exits 0 even when tests fail.
 ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
 FORGE = ROOT / f"node_modules/@foundry-rs/forge-linux-{ARCH}/bin/forge"
@@ -73,6 +78,27 @@ MUTANTS = [
         "        for (uint256 i = 0; i < _validators[taskId].length; ++i) _proposalVotes[bytes32(i)] += 1;\n",
         "invariant_gasWithinBounds",
     ),
+    # One break per creation limit (issue 17): each lets through what test_RevertWhen_LimitBroken expects refused.
+    ("rounds-unbounded", PARAMS, '_atMost("rounds", p.rounds, MAX_ROUNDS);', "", LIMITS),
+    ("validator-stake-zero", PARAMS, '_atLeast("minValidatorStake", p.minValidatorStake, 1);', "", LIMITS),
+    ("validator-slash-zero", PARAMS, '_atLeast("validatorSlash", p.validatorSlash, 1);', "", LIMITS),
+    (
+        "validator-slash-too-big",
+        PARAMS,
+        '_atMost("validatorSlash", p.validatorSlash, p.minValidatorStake);',
+        "",
+        LIMITS,
+    ),
+    ("bond-below-floor", PARAMS, '_atLeast("disputeBond", p.disputeBond, p.validatorSlash);', "", LIMITS),
+    ("windows-unbounded", PARAMS, "MIN_WINDOW = 5;", "MIN_WINDOW = 1;", LIMITS),
+    # A token that delivers less than was sent is accepted again.
+    (
+        "fee-on-transfer-accepted",
+        PULL,
+        "if (received != amount) revert",
+        "if (received > amount) revert",
+        "test_RevertWhen_BountyArrivesShort",
+    ),
 ]
 
 
@@ -90,7 +116,12 @@ def run_mutant(name: str, file: str, original: str, broken: str, invariant: str)
             return False
         target.write_text(text.replace(original, broken, 1))
         result = subprocess.run(
-            [str(FORGE), "test", "--match-contract", "TaskMarketInvariantTest|TaskMarketLifecycleTest"],
+            [
+                str(FORGE),
+                "test",
+                "--match-contract",
+                "TaskMarketInvariantTest|TaskMarketLifecycleTest|TaskMarketCreateTest|FeeOnTransferTest",
+            ],
             cwd=work,
             capture_output=True,
             text=True,
@@ -107,7 +138,11 @@ def run_mutant(name: str, file: str, original: str, broken: str, invariant: str)
 
 
 def main() -> int:
-    results = [run_mutant(*mutant) for mutant in MUTANTS]
+    only = set(sys.argv[1:])  # mutant names, to run a few while working on them
+    chosen = [mutant for mutant in MUTANTS if not only or mutant[0] in only]
+    # Each mutant is its own copy and its own (single-threaded) compile: one per core at a time.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = list(pool.map(lambda mutant: run_mutant(*mutant), chosen))
     print(f"{sum(results)} of {len(results)} mutants caught")
     return 0 if all(results) else 1
 

@@ -6,7 +6,9 @@ import {ERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/ERC20P
 
 /// @title DevToken
 /// @notice The devnet's bounty and stake token: a plain ERC-20 with EIP-2612 permit, its whole
-///         supply minted once at deployment to the given holders. Any ERC-20 works on other chains.
+///         supply minted once at deployment to the given holders. On other chains any ERC-20 that delivers
+///         exactly what is sent: fee-on-transfer tokens are refused at their first transfer in
+///         (`Pull.TokenTransferMismatch`) and rebasing tokens are not supported (docs/contracts.md).
 contract DevToken is ERC20, ERC20Permit {
     /// @notice The holders and amounts differ in length.
     error DevTokenLengthMismatch(uint256 holders, uint256 amounts);

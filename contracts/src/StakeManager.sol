@@ -6,6 +6,7 @@ import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC2
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
+import {Pull} from "./libraries/Pull.sol";
 
 /// @title StakeManager
 /// @notice Operators' stake for Crucible. See {IStakeManager}.
@@ -71,7 +72,7 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         }
         account.staked = _toUint96(account.staked + amount);
         emit Staked(msg.sender, role, amount);
-        token.safeTransferFrom(msg.sender, address(this), amount);
+        Pull.fromSender(token, amount);
     }
 
     /// @inheritdoc IStakeManager

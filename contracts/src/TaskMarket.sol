@@ -10,6 +10,7 @@ import {ITaskMarket} from "./interfaces/ITaskMarket.sol";
 import {Draws} from "./libraries/Draws.sol";
 import {Ids} from "./libraries/Ids.sol";
 import {Params} from "./libraries/Params.sol";
+import {Pull} from "./libraries/Pull.sol";
 
 /// @title TaskMarket
 /// @notice Crucible's task lifecycle: the state transitions and the money. The draws, ids and
@@ -75,7 +76,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         task.validatorSlash = params.validatorSlash;
         emit TaskCreated(taskId, msg.sender, params, modelCid, envCid);
         _openRound(taskId, 0, keccak256(bytes(modelCid)));
-        token.safeTransferFrom(msg.sender, address(this), params.bounty);
+        Pull.fromSender(token, params.bounty);
     }
 
     /// @inheritdoc ITaskMarket
@@ -222,7 +223,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         d.open = true;
         rd.openDisputes += 1;
         emit Disputed(submissionId, msg.sender, d.claimValid, d.bond, d.deadline);
-        token.safeTransferFrom(msg.sender, address(this), task.disputeBond);
+        Pull.fromSender(token, task.disputeBond);
     }
 
     /// @inheritdoc ITaskMarket

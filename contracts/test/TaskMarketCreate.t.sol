@@ -75,10 +75,70 @@ contract TaskMarketCreateTest is BaseTest {
         _expectParamRevert(p, "validatorFeeBps", 10_001);
         p = _params();
         p.submitWindow = 0;
-        _expectParamRevert(p, "submitWindow", 0);
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "submitWindow", 0, 5);
         p = _params();
         p.maxWorkUnits = 0;
         _expectParamRevert(p, "maxWorkUnits", 0);
+    }
+
+    /// Each limit, refused with the value and the bound it broke. Shown failing on today's (issue 17)
+    /// contract before `Params._checkLimits` existed: every case below was accepted.
+    function test_RevertWhen_LimitBroken() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.rounds = 1001;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterAbove.selector, "rounds", 1001, 1000);
+        p = _params();
+        p.minValidatorStake = 0;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "minValidatorStake", 0, 1);
+        p = _params();
+        p.validatorSlash = 0;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "validatorSlash", 0, 1);
+        p = _params();
+        p.validatorSlash = p.minValidatorStake + 1;
+        p.disputeBond = p.validatorSlash;
+        _expectLimitRevert(
+            p, ITaskMarket.MarketParameterAbove.selector, "validatorSlash", p.validatorSlash, p.minValidatorStake
+        );
+        p = _params();
+        p.disputeBond = 0;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "disputeBond", 0, p.validatorSlash);
+        p = _params();
+        p.disputeBond = p.validatorSlash - 1;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "disputeBond", p.disputeBond, p.validatorSlash);
+        p = _params();
+        p.submitWindow = 4;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "submitWindow", 4, 5);
+        p = _params();
+        p.validateWindow = 1;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "validateWindow", 1, 5);
+        p = _params();
+        p.challengeWindow = 4;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "challengeWindow", 4, 5);
+    }
+
+    /// The bounds themselves are accepted: 1000 rounds, 5 s windows, a bond equal to the validator slash,
+    /// a validator slash equal to the validator stake.
+    function test_LimitsAtTheirBoundsAreAccepted() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.rounds = 1000;
+        p.submitWindow = 5;
+        p.validateWindow = 5;
+        p.challengeWindow = 5;
+        p.validatorSlash = p.minValidatorStake;
+        p.disputeBond = p.validatorSlash;
+        _createTask(p);
+    }
+
+    function _expectLimitRevert(
+        ITaskMarket.TaskParams memory p,
+        bytes4 selector,
+        string memory name,
+        uint256 value,
+        uint256 bound
+    ) internal {
+        vm.prank(creator);
+        vm.expectRevert(abi.encodeWithSelector(selector, name, value, bound));
+        market.createTask(p, "m", "e");
     }
 
     function _expectParamRevert(ITaskMarket.TaskParams memory p, string memory name, uint256 value) internal {

@@ -61,6 +61,7 @@ def describe_revert(name: str, args: dict[str, Any]) -> str:
         "StakeInsufficientFree": "not enough unlocked stake",
         "StakeNotReleasable": "nothing to withdraw yet",
         "StakeRoleMismatch": "the account is staked for another role",
+        "TokenTransferMismatch": "the token delivered another amount than was sent: fee-on-transfer tokens are refused",
     }
     hint = hints.get(name)
     return f"contract refused: {name}({shown})" + (f" - {hint}" if hint else "")

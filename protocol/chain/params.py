@@ -11,6 +11,8 @@ PPM = 1_000_000
 BPS = 10_000
 UINT96_MAX = 2**96 - 1
 UINT32_MAX = 2**32 - 1
+MAX_ROUNDS = 1000  # Params.MAX_ROUNDS: each round can be stalled a window by a dispute
+MIN_WINDOW_S = 5  # Params.MIN_WINDOW: a shorter window may hold no block at all
 
 
 def max_submission_reward(bounty_wei: int, rounds: int, validator_fee_bps: int) -> int:
@@ -40,29 +42,37 @@ class TaskParams(BaseModel):
     """The numbers of `TaskMarket.createTask`, in base units and seconds."""
 
     bounty_wei: int = Field(gt=0, le=UINT96_MAX, description="Escrowed bounty, split evenly across rounds.")
-    rounds: int = Field(ge=1, le=2**16 - 1, description="Number of rounds.")
+    rounds: int = Field(ge=1, le=MAX_ROUNDS, description="Number of rounds.")
     sample_rate_ppm: int = Field(gt=0, le=PPM, description="Probability a submission is checked, per million.")
     validators_per_check: int = Field(ge=1, le=16, description="Validators assigned to each sampled submission.")
     validator_fee_bps: int = Field(ge=0, le=BPS, description="Share of each round's budget for validators' checks.")
     finder_share_bps: int = Field(ge=0, le=BPS, description="Share of a trainer's slash paid to those who found it.")
     slash_wei: int = Field(gt=0, le=UINT96_MAX, description="Slash of a trainer whose work is proven invalid.")
-    validator_slash_wei: int = Field(ge=0, le=UINT96_MAX, description="Slash of a validator whose vote lost.")
+    validator_slash_wei: int = Field(gt=0, le=UINT96_MAX, description="Slash of a validator whose vote lost.")
     min_trainer_stake_wei: int = Field(ge=0, le=UINT96_MAX, description="Unlocked stake a trainer needs to submit.")
-    min_validator_stake_wei: int = Field(ge=0, le=UINT96_MAX, description="Stake a validator locks to join.")
-    dispute_bond_wei: int = Field(ge=0, le=UINT96_MAX, description="Bond a dispute carries.")
+    min_validator_stake_wei: int = Field(gt=0, le=UINT96_MAX, description="Stake a validator locks to join.")
+    dispute_bond_wei: int = Field(
+        gt=0, le=UINT96_MAX, description="Bond a dispute carries: at least the validator slash."
+    )
     max_work_units: int = Field(gt=0, le=UINT32_MAX, description="Most tokens one submission may claim.")
     submit_window_s: int = Field(
-        gt=0, le=UINT32_MAX, description="Seconds from a round's opening to its submission deadline."
+        ge=MIN_WINDOW_S, le=UINT32_MAX, description="Seconds from a round's opening to its submission deadline."
     )
-    validate_window_s: int = Field(gt=0, le=UINT32_MAX, description="Seconds for validators to attest.")
+    validate_window_s: int = Field(ge=MIN_WINDOW_S, le=UINT32_MAX, description="Seconds for validators to attest.")
     challenge_window_s: int = Field(
-        gt=0, le=UINT32_MAX, description="Seconds for disputes; also a dispute's voting time."
+        ge=MIN_WINDOW_S, le=UINT32_MAX, description="Seconds for disputes; also a dispute's voting time."
     )
 
     @model_validator(mode="after")
-    def _slash_is_collectable(self) -> TaskParams:
+    def _slashes_are_collectable(self) -> TaskParams:
         if self.min_trainer_stake_wei < self.slash_wei:
             raise ValueError("min trainer stake must be at least the slash, or the slash could not be collected")
+        if self.validator_slash_wei > self.min_validator_stake_wei:
+            raise ValueError(
+                "the validator slash must be at most the min validator stake, or it could not be collected"
+            )
+        if self.dispute_bond_wei < self.validator_slash_wei:
+            raise ValueError("the dispute bond must be at least the validator slash: a dispute risks what a vote does")
         return self
 
     @property

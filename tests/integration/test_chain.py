@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 from helpers.devnet import manual_mining
+from pydantic import ValidationError
 
 from protocol.accounts import Signer
+from protocol.artifacts.cid import cid_of_bytes
 from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.devnet import AnvilNode
+from protocol.chain.params import TaskParams, demo_task_params
 from protocol.errors import ChainError, ContractRevert
 
 pytestmark = pytest.mark.integration
@@ -103,6 +106,30 @@ def test_custom_errors_decoded(crucible: Crucible, dev: list[Signer]) -> None:
         crucible.stake(dev[4], TOKEN, Role.TRAINER)
     with pytest.raises(ContractRevert, match="StakeInsufficientFree"):
         crucible.request_unstake(dev[4], 11 * TOKEN)
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "args"),
+    [
+        ({"rounds": 1001}, "MarketParameterAbove", {"name": "rounds", "value": 1001, "most": 1000}),
+        ({"validator_slash_wei": 0}, "MarketParameterBelow", {"name": "validatorSlash", "value": 0, "least": 1}),
+        ({"dispute_bond_wei": 9 * TOKEN}, "MarketParameterBelow",
+         {"name": "disputeBond", "value": 9 * TOKEN, "least": 10 * TOKEN}),
+        ({"submit_window_s": 4}, "MarketParameterBelow", {"name": "submitWindow", "value": 4, "least": 5}),
+    ],
+)  # fmt: skip
+def test_the_chain_refuses_what_task_params_refuses(
+    crucible: Crucible, dev: list[Signer], changes: dict[str, int], error: str, args: dict[str, object]
+) -> None:
+    """Numbers past `TaskParams`' checks (built unchecked) meet the same limits on chain, named with the
+    bound they broke; the bounds themselves pass both."""
+    values = demo_task_params().model_dump() | changes
+    with pytest.raises(ValidationError):
+        TaskParams(**values)
+    model, env = cid_of_bytes(b"model"), cid_of_bytes(b"env")
+    with pytest.raises(ContractRevert) as caught:
+        crucible.create_task(dev[0], TaskParams.model_construct(None, **values), model, env)
+    assert (caught.value.name, caught.value.args_by_name) == (error, args)
 
 
 def test_reverted_view_decoded(crucible: Crucible) -> None:

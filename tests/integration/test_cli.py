@@ -183,6 +183,12 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "5000000"), "over the balance")
     # A refused parameter is named by the option typed, not the internal field (bounty_wei).
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "0"), "task parameters refused: --bounty")
+    # The creation limits (issue 17), named as typed, before anything is sent.
+    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--rounds", "1001"), "refused: --rounds")
+    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--submit-window", "4"), "refused: --submit-window")
+    assert_one_line_error(
+        net.run(*create, "--model", MODEL_CID, "--dispute-bond", "0.01"), "dispute bond must be at least the validator"
+    )
     # Without --yes and with no answer: the deterrence ratio is shown, the question asked, nothing sent.
     unconfirmed = net.run(*[arg for arg in create if arg != "--yes"], "--model", MODEL_CID)
     assert unconfirmed.code == 1 and unconfirmed.stdout == ""

@@ -30,6 +30,29 @@ def test_slash_must_be_collectable() -> None:
         params(min_trainer_stake_wei=449 * TOKEN)
 
 
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"rounds": 1001}, "less than or equal to 1000"),
+        ({"min_validator_stake_wei": 0}, "greater than 0"),
+        ({"validator_slash_wei": 0}, "greater than 0"),
+        ({"validator_slash_wei": 101 * TOKEN, "dispute_bond_wei": 101 * TOKEN}, "at most the min validator stake"),
+        ({"dispute_bond_wei": 10 * TOKEN - 1}, "at least the validator slash"),
+        ({"submit_window_s": 4}, "greater than or equal to 5"),
+        ({"challenge_window_s": 0}, "greater than or equal to 5"),
+    ],
+)
+def test_creation_limits_refused_as_the_chain_refuses_them(changes: dict[str, int], fragment: str) -> None:
+    """Params._checkLimits' twin (tests/integration/test_chain.py checks the chain agrees)."""
+    with pytest.raises(ValidationError, match=fragment):
+        params(**changes)
+
+
+def test_creation_limits_at_their_bounds_accepted() -> None:
+    bounds = {"rounds": 1000, "submit_window_s": 5, "validate_window_s": 5, "challenge_window_s": 5}
+    assert params(**bounds, validator_slash_wei=100 * TOKEN, dispute_bond_wei=100 * TOKEN).rounds == 1000
+
+
 def test_contract_order_of_fields() -> None:
     assert params().as_contract_tuple()[:3] == (1000 * TOKEN, 2, 500_000)
     assert len(params().as_contract_tuple()) == 15

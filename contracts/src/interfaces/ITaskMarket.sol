@@ -192,6 +192,10 @@ interface ITaskMarket {
     error MarketUnknownTask(uint256 taskId);
     /// @notice A task parameter, named, is outside its allowed range.
     error MarketParameterOutOfRange(string name, uint256 value);
+    /// @notice A task parameter, named, is above the most it may be.
+    error MarketParameterAbove(string name, uint256 value, uint256 most);
+    /// @notice A task parameter, named, is below the least it may be.
+    error MarketParameterBelow(string name, uint256 value, uint256 least);
     /// @notice With this sampling rate and slash, a cheat would expect to gain: rate × slash must be at least (1 − rate) × the largest reward.
     error MarketDeterrenceTooLow(uint256 sampleRatePpm, uint256 slashAmount, uint256 maxReward);
     /// @notice A CID argument was empty.
