@@ -91,6 +91,21 @@ MUTANTS = [
     ),
     ("bond-below-floor", PARAMS, '_atLeast("disputeBond", p.disputeBond, p.validatorSlash);', "", LIMITS),
     ("windows-unbounded", PARAMS, "MIN_WINDOW = 5;", "MIN_WINDOW = 1;", LIMITS),
+    # Validators answer for their votes (issue 17): leaving with a vote unsettled, voting once benched.
+    (
+        "leave-with-pending-votes",
+        MARKET,
+        "if (seat.pendingVotes != 0) revert",
+        "if (false) revert",
+        "test_RevertWhen_LeavingBeforeTheVoteIsSettled",
+    ),
+    (
+        "benched-still-votes",
+        MARKET,
+        "if (seat.benched) revert",
+        "if (false) revert",
+        "test_SlashedBelowTheMinimumLosesItsSeat",
+    ),
     # A token that delivers less than was sent is accepted again.
     (
         "fee-on-transfer-accepted",
@@ -120,7 +135,7 @@ def run_mutant(name: str, file: str, original: str, broken: str, invariant: str)
                 str(FORGE),
                 "test",
                 "--match-contract",
-                "TaskMarketInvariantTest|TaskMarketLifecycleTest|TaskMarketCreateTest|FeeOnTransferTest",
+                "TaskMarketInvariantTest|TaskMarketLifecycleTest|TaskMarketCreateTest|FeeOnTransferTest|ValidatorSeatsTest",
             ],
             cwd=work,
             capture_output=True,

@@ -38,6 +38,9 @@ from validator.adversary import ValidatorAdversary
 # each time up to the cap, until the next try could not land before the window closes: then it abstains.
 RETRY_FIRST_S = 2.0
 RETRY_MAX_S = 30.0
+# Why a validator stops: a slash left it below the task's minimum stake (`ValidatorBenched`); the market
+# refuses its votes from then on.
+BENCHED = "was slashed below the minimum validator stake and lost its seat in task"
 
 
 @dataclass
@@ -122,6 +125,8 @@ class Validator(Participant):
         if task.ended:
             raise ConfigError(f"task {task_id} has ended")
         joined = self.address in self.crucible.validators_of(task_id)
+        if joined and self.crucible.seat_of(task_id, self.address).benched:
+            raise ConfigError(f"{self.address} {BENCHED} {task_id}")
         self.check_stake(Role.VALIDATOR, None if joined else task.min_validator_stake)
         if not joined:
             self.crucible.join_task(self.signer, task_id)
@@ -142,6 +147,9 @@ class Validator(Participant):
         )
 
         def one_pass() -> bool:
+            if self.crucible.seat_of(task_id, self.address).benched:
+                self.reporter.event("benched", task=task_id, reason=f"{BENCHED} {task_id}")
+                return True
             task = self.crucible.task(task_id)
             self._seen_rounds.add(task.current_round)
             for round_index in sorted(self._seen_rounds - self._closed_rounds):

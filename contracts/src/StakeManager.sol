@@ -125,7 +125,12 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc IStakeManager
-    function slash(address operator, uint256 amount) external onlyMarket nonReentrant returns (uint256 slashed) {
+    function slash(address operator, uint256 amount)
+        external
+        onlyMarket
+        nonReentrant
+        returns (uint256 slashed, uint256 stakedAfter)
+    {
         Account storage account = _accounts[operator];
         uint256 fromStaked = amount < account.staked ? amount : account.staked;
         uint256 rest = amount - fromStaked;
@@ -136,7 +141,8 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
             account.unbonding -= uint96(fromUnbonding);
         }
         slashed = fromStaked + fromUnbonding;
-        if (slashed == 0) return 0;
+        stakedAfter = account.staked;
+        if (slashed == 0) return (0, stakedAfter);
         emit Slashed(operator, slashed);
         token.safeTransfer(msg.sender, slashed);
     }

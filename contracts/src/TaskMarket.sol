@@ -33,8 +33,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     mapping(uint256 submissionId => Dispute) private _disputes;
     // slither-disable-next-line uninitialized-state
     mapping(uint256 taskId => address[]) private _validators;
-    /// @dev A validator's index in `_validators[taskId]` plus one; zero when not joined (or left).
-    mapping(uint256 taskId => mapping(address validator => uint256)) private _validatorSlot;
+    mapping(uint256 taskId => mapping(address validator => Seat)) private _seats;
     mapping(bytes32 proposalKey => uint256) private _proposalVotes;
     mapping(bytes32 voterKey => bool) private _proposalVoted;
     mapping(address account => uint256) private _credits;
@@ -83,10 +82,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function joinTask(uint256 taskId) external {
         Task storage task = _existingTask(taskId);
         if (task.ended) revert MarketTaskEnded(taskId);
-        if (_validatorSlot[taskId][msg.sender] != 0) revert MarketAlreadyJoined(taskId, msg.sender);
+        Seat storage seat = _seats[taskId][msg.sender];
+        if (seat.slot != 0) revert MarketAlreadyJoined(taskId, msg.sender);
         address[] storage validators = _validators[taskId];
         validators.push(msg.sender);
-        _validatorSlot[taskId][msg.sender] = validators.length;
+        seat.slot = uint32(validators.length);
         emit ValidatorJoined(taskId, msg.sender, validators.length - 1);
         stakeManager.lock(msg.sender, IStakeManager.Role.Validator, task.minValidatorStake);
     }
@@ -95,8 +95,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function leaveTask(uint256 taskId) external {
         Task storage task = _existingTask(taskId);
         if (!task.ended) revert MarketTaskNotEnded(taskId);
-        if (_validatorSlot[taskId][msg.sender] == 0) revert MarketNotJoined(taskId, msg.sender);
-        _validatorSlot[taskId][msg.sender] = 0;
+        Seat storage seat = _seats[taskId][msg.sender];
+        if (seat.slot == 0) revert MarketNotJoined(taskId, msg.sender);
+        // A vote not settled yet is still answerable: the stake stays until it is.
+        if (seat.pendingVotes != 0) revert MarketVotesUnsettled(taskId, msg.sender, seat.pendingVotes);
+        seat.slot = 0;
         emit ValidatorLeft(taskId, msg.sender);
         stakeManager.unlock(msg.sender, task.minValidatorStake);
     }
@@ -173,12 +176,13 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (!Draws.isSampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
         uint256[] memory assigned =
             Draws.assignedIndices(seed, submissionId, rd.validatorCount, task.validatorsPerCheck);
-        uint256 bit = Draws.slotBit(assigned, _validatorSlot[taskId][msg.sender]);
+        uint256 bit = Draws.slotBit(assigned, _votingSeat(taskId).slot);
         // A position bit, not a balance: zero means "not assigned" and nothing else.
         // slither-disable-next-line incorrect-equality
         if (bit == 0) revert MarketNotAssigned(submissionId, msg.sender);
         if (sub.votedMask & bit != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
         sub.votedMask |= uint16(bit);
+        _seats[taskId][msg.sender].pendingVotes += 1;
         rd.attestCount += 1;
         emit Attested(submissionId, msg.sender, valid, evidenceCid);
         if (!valid) {
@@ -238,7 +242,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             d.seed = Draws.disputeSeedAt(d.filedBlock, submissionId);
         }
         uint256 taskId = Ids.taskOf(submissionId);
-        uint256 bit = Draws.slotBit(_committeeIndices(submissionId, d.seed), _validatorSlot[taskId][msg.sender]);
+        uint256 bit = Draws.slotBit(_committeeIndices(submissionId, d.seed), _votingSeat(taskId).slot);
         // A position bit, not a balance: zero means "not assigned" and nothing else.
         // slither-disable-next-line incorrect-equality
         if (bit == 0) revert MarketNotAssigned(submissionId, msg.sender);
@@ -317,7 +321,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         bytes32 seed = _ensureCheckSeed(taskId, round, rd);
         uint256[] memory aggregators = Draws.aggregatorIndices(seed, rd.validatorCount, task.validatorsPerCheck);
         // slither-disable-next-line incorrect-equality
-        if (Draws.slotBit(aggregators, _validatorSlot[taskId][msg.sender]) == 0) {
+        if (Draws.slotBit(aggregators, _votingSeat(taskId).slot) == 0) {
             revert MarketNotAggregator(taskId, round, msg.sender);
         }
         bytes32 voterKey = keccak256(abi.encode(taskId, round, rd.checkpointEpoch, msg.sender));
@@ -459,7 +463,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         address[] memory assigned,
         Committee memory committee
     ) private returns (uint256 slashed) {
-        slashed = stakeManager.slash(trainer, task.slashAmount);
+        // What a trainer keeps is not the market's concern (its stake answers only for its submissions).
+        // slither-disable-next-line unused-return
+        (slashed,) = stakeManager.slash(trainer, task.slashAmount);
         uint256 finderShare = slashed * task.finderShareBps / Params.BPS;
         uint256 paid = committee.disputer != address(0)
             ? _splitAmong(
@@ -502,6 +508,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
                 emit ValidatorMissed(submissionId, assigned[j]);
                 continue;
             }
+            _seats[taskId][assigned[j]].pendingVotes -= 1;
             // Each attestation takes an equal share of the round's fee budget; the last one the remainder.
             uint256 share = rd.checksRemaining == 1 ? rd.feeRemaining : rd.feeRemaining / rd.checksRemaining;
             rd.checksRemaining -= 1;
@@ -511,10 +518,25 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
                 _credit(taskId, assigned[j], share, CreditKind.ValidatorFee);
             } else {
                 task.pool += uint96(share);
-                uint256 penalty = stakeManager.slash(assigned[j], task.validatorSlash);
-                penalties += penalty;
-                emit ValidatorPenalised(submissionId, assigned[j], penalty);
+                penalties += _penalise(taskId, task, submissionId, assigned[j]);
             }
+        }
+    }
+
+    /// @dev Slashes a validator whose vote lost; one left below the task's minimum stake loses its seat.
+    // The external calls go to the StakeManager (see `settle`).
+    // slither-disable-next-line reentrancy-no-eth,reentrancy-benign,reentrancy-events
+    function _penalise(uint256 taskId, Task storage task, uint256 submissionId, address validator)
+        private
+        returns (uint256 penalty)
+    {
+        Seat storage seat = _seats[taskId][validator];
+        uint256 staked;
+        (penalty, staked) = stakeManager.slash(validator, task.validatorSlash);
+        emit ValidatorPenalised(submissionId, validator, penalty);
+        if (staked < task.minValidatorStake && !seat.benched) {
+            seat.benched = true;
+            emit ValidatorBenched(taskId, validator, staked);
         }
     }
 
@@ -573,6 +595,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
+    function seatOf(uint256 taskId, address validator) external view returns (Seat memory) {
+        return _seats[taskId][validator];
+    }
+
+    /// @inheritdoc ITaskMarket
     function totalCredits() external view returns (uint256) {
         return _totalCredits;
     }
@@ -607,6 +634,12 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         rd.checkSeed = seed;
         rd.validatorCount = uint32(_validators[taskId].length);
         emit CheckSeedFixed(taskId, round, seed, rd.validatorCount);
+    }
+
+    /// @dev The caller's seat in the task, refused when it lost it to a slash.
+    function _votingSeat(uint256 taskId) private view returns (Seat storage seat) {
+        seat = _seats[taskId][msg.sender];
+        if (seat.benched) revert MarketValidatorBenched(taskId, msg.sender);
     }
 
     /// @dev The dispute committee of a submission (see {Draws-committeeIndices}).

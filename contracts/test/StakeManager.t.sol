@@ -195,15 +195,19 @@ contract StakeManagerTest is BaseTest {
         vm.prank(alice);
         stakes.requestUnstake(30);
         vm.prank(address(market));
-        assertEq(stakes.slash(alice, 90), 90, "slashed");
+        (uint256 slashed, uint256 left) = stakes.slash(alice, 90);
+        assertEq(slashed, 90, "slashed");
+        assertEq(left, stakes.accountOf(alice).staked, "what is left, returned");
         IStakeManager.Account memory account = stakes.accountOf(alice);
         assertEq(account.staked, 0, "staked taken first");
         assertEq(account.unbonding, 10, "then unbonding");
         vm.prank(address(market));
-        assertEq(stakes.slash(alice, 1000), 10, "capped at what is left");
+        (slashed,) = stakes.slash(alice, 1000);
+        assertEq(slashed, 10, "capped at what is left");
         assertEq(token.balanceOf(address(market)), 100, "slashed tokens went to the market");
         vm.prank(address(market));
-        assertEq(stakes.slash(alice, 5), 0, "nothing left");
+        (slashed, left) = stakes.slash(alice, 5);
+        assertEq(slashed + left, 0, "nothing left");
     }
 
     function test_RevertWhen_BindMarketTwiceOrByStranger() public {
@@ -253,7 +257,7 @@ contract StakeManagerTest is BaseTest {
             stakes.requestUnstake(unbondAmount);
         }
         vm.prank(address(market));
-        uint256 slashed = stakes.slash(alice, slashAmount);
+        (uint256 slashed,) = stakes.slash(alice, slashAmount);
         assertEq(slashed, slashAmount < stakeAmount ? slashAmount : stakeAmount, "slashed");
         IStakeManager.Account memory account = stakes.accountOf(alice);
         assertEq(account.staked + account.unbonding + slashed, stakeAmount, "accounted");

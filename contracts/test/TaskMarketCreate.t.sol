@@ -55,34 +55,36 @@ contract TaskMarketCreateTest is BaseTest {
     }
 
     function test_RevertWhen_ParameterOutOfRange() public {
+        bytes4 below = ITaskMarket.MarketParameterBelow.selector;
+        bytes4 above = ITaskMarket.MarketParameterAbove.selector;
         ITaskMarket.TaskParams memory p = _params();
         p.rounds = 0;
-        _expectParamRevert(p, "rounds", 0);
+        _expectLimitRevert(p, below, "rounds", 0, 1);
         p = _params();
         p.validatorsPerCheck = 17;
-        _expectParamRevert(p, "validatorsPerCheck", 17);
+        _expectLimitRevert(p, above, "validatorsPerCheck", 17, 16);
         p = _params();
         p.sampleRatePpm = 1_000_001;
-        _expectParamRevert(p, "sampleRatePpm", 1_000_001);
+        _expectLimitRevert(p, above, "sampleRatePpm", 1_000_001, 1_000_000);
         p = _params();
         p.minTrainerStake = p.slashAmount - 1;
-        _expectParamRevert(p, "minTrainerStake", p.minTrainerStake);
+        _expectLimitRevert(p, below, "minTrainerStake", p.minTrainerStake, p.slashAmount);
         p = _params();
         p.bounty = 0;
-        _expectParamRevert(p, "bounty", 0);
+        _expectLimitRevert(p, below, "bounty", 0, 1);
         p = _params();
         p.validatorFeeBps = 10_001;
-        _expectParamRevert(p, "validatorFeeBps", 10_001);
+        _expectLimitRevert(p, above, "validatorFeeBps", 10_001, 10_000);
         p = _params();
         p.submitWindow = 0;
-        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "submitWindow", 0, 5);
+        _expectLimitRevert(p, below, "submitWindow", 0, 5);
         p = _params();
         p.maxWorkUnits = 0;
-        _expectParamRevert(p, "maxWorkUnits", 0);
+        _expectLimitRevert(p, below, "maxWorkUnits", 0, 1);
     }
 
-    /// Each limit, refused with the value and the bound it broke. Shown failing on today's (issue 17)
-    /// contract before `Params._checkLimits` existed: every case below was accepted.
+    /// Each limit, refused with the value and the bound it broke. Shown failing on the contract before
+    /// issue 17's limits in `Params.check`: every case below was accepted.
     function test_RevertWhen_LimitBroken() public {
         ITaskMarket.TaskParams memory p = _params();
         p.rounds = 1001;
@@ -138,12 +140,6 @@ contract TaskMarketCreateTest is BaseTest {
     ) internal {
         vm.prank(creator);
         vm.expectRevert(abi.encodeWithSelector(selector, name, value, bound));
-        market.createTask(p, "m", "e");
-    }
-
-    function _expectParamRevert(ITaskMarket.TaskParams memory p, string memory name, uint256 value) internal {
-        vm.prank(creator);
-        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketParameterOutOfRange.selector, name, value));
         market.createTask(p, "m", "e");
     }
 

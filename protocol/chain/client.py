@@ -47,6 +47,16 @@ class StakeAccount:
 
 
 @dataclass(frozen=True)
+class Seat:
+    """`ITaskMarket.Seat`: a validator's place in a task's draws (index + 1; 0 when not joined), its votes
+    not settled yet (its stake answers for them until they are), and whether a slash took its seat."""
+
+    slot: int
+    pending_votes: int
+    benched: bool
+
+
+@dataclass(frozen=True)
 class TaskState:
     """`ITaskMarket.Task`."""
 
@@ -355,6 +365,10 @@ class Crucible:
     def validators_of(self, task_id: int) -> list[str]:
         """A task's validators."""
         return list(self.chain.call(self.market.functions.validatorsOf(task_id)))
+
+    def seat_of(self, task_id: int, address: str) -> Seat:
+        """A validator's seat in a task."""
+        return Seat(*self.chain.call(self.market.functions.seatOf(task_id, checked_address(address))))
 
     def credit_of(self, address: str) -> int:
         """Claimable credits of `address`."""

@@ -4,6 +4,11 @@ slash 500 (half to the finders, half back to the task), validator slash 10, bond
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from protocol.accounts import Signer
@@ -180,3 +185,61 @@ def test_frivolous_dispute_loses_bond(crucible: Crucible, dev: list[Signer]) -> 
     assert before - crucible.balance_of(auditor.address) == 50 * TOKEN
     assert crucible.credit_of(auditor.address) == 0
     assert sum(crucible.credit_of(address) for address in committee) == 50 * TOKEN
+
+
+def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
+    crucible: Crucible, dev: list[Signer], crucible_home: Path, tmp_path: Path
+) -> None:
+    """Issue 17's validator rules through the Python client and the validator command: a vote keeps its
+    stake until settled (`leave_task` refused, the seat shows it pending), and a slash below the task's
+    minimum benches the validator, which `crucible validator run` then refuses in one line."""
+    params = demo_task_params(rounds=2, validators_per_check=3, min_validator_stake_wei=150 * TOKEN,
+                              validator_slash_wei=100 * TOKEN, dispute_bond_wei=100 * TOKEN)  # fmt: skip
+    task_id = crucible.create_task(dev[0], params, cid("model"), cid("env"))
+    crucible.stake(dev[1], 1000 * TOKEN, Role.TRAINER)
+    for validator in dev[4:7]:
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task_id)
+    sid = crucible.submit_work(dev[1], task_id, 0, cid("r"), cid("u"), 10, bytes(32))
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
+    crucible.fix_check_seed(dev[0], task_id)
+    lazy, *honest = crucible.assigned_validators(sid)
+    crucible.attest(by_address(dev)[lazy], sid, True, cid("lazy"))
+    for address in honest:
+        crucible.attest(by_address(dev)[address], sid, False, cid(f"caught-{address}"))
+    assert crucible.seat_of(task_id, lazy).pending_votes == 1
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).challenge)
+    crucible.finalise_round(dev[0], task_id)
+    crucible.settle(dev[9], sid)  # anyone settles
+    seat = crucible.seat_of(task_id, lazy)
+    assert (seat.pending_votes, seat.benched) == (0, True)
+    assert crucible.stake_account(lazy).staked == 100 * TOKEN
+    assert [e["validator"] for e in crucible.events("TaskMarket", "ValidatorBenched")] == [lazy]
+
+    # Its validator process refuses to start, in one line, and sends nothing.
+    book = tmp_path / "deployment.json"
+    command = [str(Path(sys.executable).parent / "crucible"), "--rpc", crucible.chain.rpc_url, "--deployment",
+               str(book), "validator", "run", "--task", str(task_id),
+               "--account", by_address(dev)[lazy].name]  # fmt: skip
+    nonce = crucible.chain.w3.eth.get_transaction_count(lazy)  # type: ignore[arg-type]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "CRUCIBLE_HOME": str(crucible_home)})  # fmt: skip
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "lost its seat" in done.stderr and "Traceback" not in done.stderr
+    assert crucible.chain.w3.eth.get_transaction_count(lazy) == nonce  # type: ignore[arg-type]
+
+    # A vote of round 1 keeps its stake until settled, even after the task ends.
+    sid = crucible.submit_work(dev[1], task_id, 1, cid("r1"), cid("u1"), 10, bytes(32))
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).submit)
+    crucible.fix_check_seed(dev[0], task_id)
+    voter = next(a for a in crucible.assigned_validators(sid) if a != lazy)
+    crucible.attest(by_address(dev)[voter], sid, True, cid("r1-vote"))
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).challenge)
+    crucible.finalise_round(dev[0], task_id)
+    assert crucible.task(task_id).ended
+    with pytest.raises(ContractRevert, match="MarketVotesUnsettled"):
+        crucible.leave_task(by_address(dev)[voter], task_id)
+    crucible.settle(dev[9], sid)
+    crucible.leave_task(by_address(dev)[voter], task_id)  # answered for: free to go
+    crucible.leave_task(by_address(dev)[lazy], task_id)
+    assert crucible.stake_account(voter).locked == 0 and crucible.stake_account(lazy).locked == 0

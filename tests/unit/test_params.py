@@ -43,7 +43,7 @@ def test_slash_must_be_collectable() -> None:
     ],
 )
 def test_creation_limits_refused_as_the_chain_refuses_them(changes: dict[str, int], fragment: str) -> None:
-    """Params._checkLimits' twin (tests/integration/test_chain.py checks the chain agrees)."""
+    """Params.check' twin (tests/integration/test_chain.py checks the chain agrees)."""
     with pytest.raises(ValidationError, match=fragment):
         params(**changes)
 

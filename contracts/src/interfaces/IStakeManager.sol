@@ -95,7 +95,8 @@ interface IStakeManager {
     /// @param operator The operator.
     /// @param amount Amount in token wei asked for.
     /// @return slashed What was actually taken.
-    function slash(address operator, uint256 amount) external returns (uint256 slashed);
+    /// @return stakedAfter The operator's staked amount afterwards (unbonding not counted).
+    function slash(address operator, uint256 amount) external returns (uint256 slashed, uint256 stakedAfter);
 
     /// @notice Bind the market contract. Callable once, by the deployer.
     /// @param market The TaskMarket.

@@ -112,6 +112,14 @@ interface ITaskMarket {
         bytes32 seed;
     }
 
+    /// @notice A validator's seat in a task: its place in the joining order, the votes it cast that are
+    ///         not settled yet (its stake stays locked until they are), and whether it lost the seat.
+    struct Seat {
+        uint32 slot; // index in `validatorsOf` plus one; zero when not joined (or left)
+        uint32 pendingVotes;
+        bool benched; // slashed below the task's minimum validator stake: it may not vote again
+    }
+
     /// @notice What a credit paid for.
     enum CreditKind {
         TrainerReward,
@@ -133,6 +141,9 @@ interface ITaskMarket {
     event ValidatorJoined(uint256 indexed taskId, address indexed validator, uint256 index);
     /// @notice A validator left a task; it is drawn no more in rounds whose check seed is fixed after this.
     event ValidatorLeft(uint256 indexed taskId, address indexed validator);
+    /// @notice A slash left a validator below the task's minimum stake: it keeps its place in the draws
+    ///         (so no one else's assignment moves) but may not attest, vote or propose in the task again.
+    event ValidatorBenched(uint256 indexed taskId, address indexed validator, uint256 staked);
     /// @notice A trainer committed its round's work: the rollout file and update by CID, its work units, and the commitment binding them to this chain, market and trainer.
     event WorkSubmitted(
         uint256 indexed taskId,
@@ -190,8 +201,6 @@ interface ITaskMarket {
 
     /// @notice No task has this id.
     error MarketUnknownTask(uint256 taskId);
-    /// @notice A task parameter, named, is outside its allowed range.
-    error MarketParameterOutOfRange(string name, uint256 value);
     /// @notice A task parameter, named, is above the most it may be.
     error MarketParameterAbove(string name, uint256 value, uint256 most);
     /// @notice A task parameter, named, is below the least it may be.
@@ -224,6 +233,11 @@ interface ITaskMarket {
     error MarketAlreadyJoined(uint256 taskId, address validator);
     /// @notice The validator has not joined this task.
     error MarketNotJoined(uint256 taskId, address validator);
+    /// @notice The validator was slashed below the task's minimum stake and lost its seat.
+    error MarketValidatorBenched(uint256 taskId, address validator);
+    /// @notice The validator has votes not settled yet: its stake answers for them until they are
+    ///         (anyone can call `settle`).
+    error MarketVotesUnsettled(uint256 taskId, address validator, uint256 pendingVotes);
     /// @notice The submission was already disputed.
     error MarketAlreadyDisputed(uint256 submissionId);
     /// @notice The disputer cannot dispute a submission it has a side in (its own work or its own attestation).
@@ -355,6 +369,8 @@ interface ITaskMarket {
     function taskCount() external view returns (uint256);
     /// @notice A task's validators, in joining order.
     function validatorsOf(uint256 taskId) external view returns (address[] memory);
+    /// @notice A validator's seat in a task.
+    function seatOf(uint256 taskId, address validator) external view returns (Seat memory);
     /// @notice Sum of every account's unclaimed credits.
     function totalCredits() external view returns (uint256);
     /// @notice Credits the account can claim.

@@ -10,53 +10,42 @@ library Params {
     uint256 internal constant PPM = 1_000_000;
     uint256 internal constant BPS = 10_000;
     uint256 internal constant MAX_COMMITTEE = 16;
-    /// @dev The most rounds a task may have: each round can be stalled a challenge window by a dispute,
-    ///      so an unbounded count would let one task hold its bounty for ever.
+    /// @dev The most rounds a task may have.
     uint256 internal constant MAX_ROUNDS = 1000;
     /// @dev The shortest window, in seconds: a shorter one may hold no block at all.
     uint256 internal constant MIN_WINDOW = 5;
 
-    /// @dev Reverts with the first parameter out of range, or when a cheat would expect to gain.
+    /// @dev Reverts with the first parameter out of range (`MarketParameterBelow`/`Above`, with the bound
+    ///      it broke), or when a cheat would expect to gain.
     function check(ITaskMarket.TaskParams calldata p) internal pure {
-        if (p.bounty == 0) revert ITaskMarket.MarketParameterOutOfRange("bounty", p.bounty);
-        if (p.rounds == 0) revert ITaskMarket.MarketParameterOutOfRange("rounds", p.rounds);
-        if (p.sampleRatePpm == 0 || p.sampleRatePpm > PPM) {
-            revert ITaskMarket.MarketParameterOutOfRange("sampleRatePpm", p.sampleRatePpm);
-        }
-        if (p.validatorsPerCheck == 0 || p.validatorsPerCheck > MAX_COMMITTEE) {
-            revert ITaskMarket.MarketParameterOutOfRange("validatorsPerCheck", p.validatorsPerCheck);
-        }
-        if (p.validatorFeeBps > BPS) {
-            revert ITaskMarket.MarketParameterOutOfRange("validatorFeeBps", p.validatorFeeBps);
-        }
-        if (p.finderShareBps > BPS) revert ITaskMarket.MarketParameterOutOfRange("finderShareBps", p.finderShareBps);
-        if (p.slashAmount == 0) revert ITaskMarket.MarketParameterOutOfRange("slashAmount", p.slashAmount);
-        // A slash larger than the stake a submission locks could not be collected.
-        if (p.minTrainerStake < p.slashAmount) {
-            revert ITaskMarket.MarketParameterOutOfRange("minTrainerStake", p.minTrainerStake);
-        }
-        if (p.maxWorkUnits == 0) revert ITaskMarket.MarketParameterOutOfRange("maxWorkUnits", p.maxWorkUnits);
-        _checkLimits(p);
-        uint256 maxReward = maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
-        if (uint256(p.sampleRatePpm) * p.slashAmount < (PPM - p.sampleRatePpm) * maxReward) {
-            revert ITaskMarket.MarketDeterrenceTooLow(p.sampleRatePpm, p.slashAmount, maxReward);
-        }
-    }
-
-    /// @dev The limits that keep validators answerable and disputes costly (issue 17): a validator locks
-    ///      real stake and a lost vote costs some of it, a dispute costs at least what a lost vote does,
-    ///      and rounds and windows are bounded.
-    function _checkLimits(ITaskMarket.TaskParams calldata p) private pure {
+        _atLeast("bounty", p.bounty, 1);
+        _atLeast("rounds", p.rounds, 1);
+        // Each round can be stalled a challenge window by a dispute: an unbounded count would let one
+        // task hold its bounty for ever.
         _atMost("rounds", p.rounds, MAX_ROUNDS);
+        _atLeast("sampleRatePpm", p.sampleRatePpm, 1);
+        _atMost("sampleRatePpm", p.sampleRatePpm, PPM);
+        _atLeast("validatorsPerCheck", p.validatorsPerCheck, 1);
+        _atMost("validatorsPerCheck", p.validatorsPerCheck, MAX_COMMITTEE);
+        _atMost("validatorFeeBps", p.validatorFeeBps, BPS);
+        _atMost("finderShareBps", p.finderShareBps, BPS);
+        _atLeast("slashAmount", p.slashAmount, 1);
+        // A slash larger than the stake a submission locks could not be collected.
+        _atLeast("minTrainerStake", p.minTrainerStake, p.slashAmount);
+        _atLeast("maxWorkUnits", p.maxWorkUnits, 1);
+        // Validators answer for their votes (issue 17): real stake, a wrong vote that costs some of it
+        // (no more than there is), and a dispute that risks at least what a losing vote does.
         _atLeast("minValidatorStake", p.minValidatorStake, 1);
         _atLeast("validatorSlash", p.validatorSlash, 1);
-        // A validator slash larger than the stake a validator locks could not be collected.
         _atMost("validatorSlash", p.validatorSlash, p.minValidatorStake);
-        // The bond floor: a dispute risks at least what a validator's losing vote costs.
         _atLeast("disputeBond", p.disputeBond, p.validatorSlash);
         _atLeast("submitWindow", p.submitWindow, MIN_WINDOW);
         _atLeast("validateWindow", p.validateWindow, MIN_WINDOW);
         _atLeast("challengeWindow", p.challengeWindow, MIN_WINDOW);
+        uint256 maxReward = maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
+        if (uint256(p.sampleRatePpm) * p.slashAmount < (PPM - p.sampleRatePpm) * maxReward) {
+            revert ITaskMarket.MarketDeterrenceTooLow(p.sampleRatePpm, p.slashAmount, maxReward);
+        }
     }
 
     /// @dev One revert site per kind of bound keeps the market's bytecode small.

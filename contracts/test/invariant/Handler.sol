@@ -39,6 +39,9 @@ contract Handler is ProtocolFixture {
     /// How far the run got, for the reach check at the end of each run.
     uint256 public ghost_settles;
     uint256 public ghost_finalises;
+    /// Validators that left the ended task, and those that got out with a vote not yet settled.
+    uint256 public ghost_leaves;
+    uint256 public ghost_leftWithVotesUnsettled;
 
     constructor(uint256 numberOfValidators) {
         creator = vm.addr(1);
@@ -281,6 +284,33 @@ contract Handler is ProtocolFixture {
         // Safety property 5: a claim pays its caller what it was owed, and only that.
         if (token.balanceOf(account) - before != owed) ++ghost_foreignClaims;
         if (other != account && market.creditOf(other) != otherOwed) ++ghost_foreignClaims;
+    }
+
+    /// A validator leaves the ended task whenever it likes, settled or not: the market must refuse it
+    /// while a vote it cast is unsettled (its stake answers for the vote until then).
+    function leave(uint256 validatorSeed) external {
+        if (!market.getTask(taskId).ended) return;
+        address validator = validators[validatorSeed % validators.length];
+        if (market.seatOf(taskId, validator).slot == 0) return;
+        uint256 unsettled = _unsettledVotesOf(validator);
+        vm.prank(validator);
+        try market.leaveTask(taskId) {
+            ++ghost_leaves;
+            if (unsettled != 0) ++ghost_leftWithVotesUnsettled;
+        } catch {}
+    }
+
+    /// The handler's own count: votes the validator cast on submissions the handler has not settled.
+    function _unsettledVotesOf(address validator) internal view returns (uint256 count) {
+        for (uint256 k = 0; k < submissions.length; ++k) {
+            uint256 id = submissions[k];
+            if (settledByHandler[id] || !lens.isSampled(id)) continue;
+            address[] memory assigned = lens.assignedValidators(id);
+            uint256 voted = market.getSubmission(id).votedMask;
+            for (uint256 j = 0; j < assigned.length; ++j) {
+                if (assigned[j] == validator && voted & (1 << j) != 0) ++count;
+            }
+        }
     }
 
     function refund() external {
