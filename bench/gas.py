@@ -67,7 +67,9 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
         record("submitWork", chain.transact(function, signer))
         ids.append((task_id << 192) | int(signer.address, 16))
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).submit)
-    record("fixCheckSeed", crucible.fix_check_seed(dev[0], task_id))
+    request, fix = devnet.fix_check_seed(crucible, dev[0], task_id)
+    record("fixCheckSeed (request)", request)
+    record("fixCheckSeed (fix)", fix)
     by_address = {s.address: s for s in dev}
     for sid, valid in zip(ids, (True, True, False), strict=True):
         for address in crucible.assigned_validators(sid):
@@ -122,7 +124,7 @@ def scaling_gas(crucible: Crucible, dev: list[Signer], counts: tuple[int, ...]) 
             function = crucible.market.functions.submitWork(task_id, 0, CID, CID, 100, bytes(32))
             submit_gas.append(int(crucible.chain.transact(function, signer)["gasUsed"]))
         devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
-        crucible.fix_check_seed(dev[0], task_id)
+        devnet.fix_check_seed(crucible, dev[0], task_id)
         sid = (task_id << 192) | int(trainers[-1].address, 16)
         by_address = {s.address: s for s in validators}
         attest_gas = [

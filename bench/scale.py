@@ -84,7 +84,7 @@ def measure(trainers: int, validators: int, threads: int, folder: Path) -> dict[
             task_id, 0, cid, cid, 1000, keccak(text=s.address)), s) for s in trainer_keys])  # fmt: skip
         deadlines = crucible.deadlines(task_id, 0)
         devnet.warp_to(chain, deadlines.submit)
-        run("fixCheckSeed", [lambda: crucible.fix_check_seed(creator, task_id)])
+        run("fixCheckSeed", [lambda: devnet.fix_check_seed(crucible, creator, task_id)])
         by_address = {s.address: s for s in validator_keys}
         attests = []
         for trainer in trainer_keys:

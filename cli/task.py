@@ -422,6 +422,10 @@ def finalise(
         raise ConfigError(f"round {round_index} of task {task_id} has {state.open_disputes} dispute(s) open")
     signer = cli.signer(account)
     confirm_or_abort(f"Finalise round {round_index} of task {task_id}?", yes)
+    if state.submission_count and state.check_seed == bytes(32):
+        # Settling draws from the check seed, which nobody fixed: request it, wait for its block, fix it.
+        with stderr.status(f"fixing round {round_index}'s check seed (from a block still to come)"):
+            crucible.fix_check_seed_now(signer, task_id)
     crucible.finalise_round(signer, task_id)
     ended = crucible.task(task_id).ended
     if json_output:

@@ -25,6 +25,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     /// @notice Where operators' stake is held, locked and slashed.
     IStakeManager public immutable stakeManager;
 
+    /// @dev Blocks between a check seed's request and the block whose hash becomes the seed.
+    uint256 private constant SEED_DELAY = 2;
+
     uint256 private _taskCount;
     uint256 private _totalCredits;
     mapping(uint256 taskId => Task) private _tasks;
@@ -159,7 +162,15 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (block.timestamp < submitDeadline) {
             revert MarketOutsideWindow(block.timestamp, submitDeadline, type(uint256).max);
         }
-        _ensureCheckSeed(taskId, task.currentRound, rd);
+        uint256 round = task.currentRound;
+        if (_tryCheckSeed(taskId, round, rd) != 0) return;
+        // Not requested, or requested so long ago that its hash is gone: ask for a block still to come.
+        // (A requested block still to come, or just mined and fixable next call, is left as it is.)
+        if (rd.seedBlock == 0 || block.number > rd.seedBlock + 256) {
+            rd.seedBlock = uint64(block.number + SEED_DELAY);
+            rd.validatorCount = uint32(_validators[taskId].length);
+            emit CheckSeedRequested(taskId, round, rd.seedBlock, rd.validatorCount);
+        }
     }
 
     /// @inheritdoc ITaskMarket
@@ -172,7 +183,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (block.timestamp < submitDeadline || block.timestamp >= validateDeadline) {
             revert MarketOutsideWindow(block.timestamp, submitDeadline, validateDeadline);
         }
-        bytes32 seed = _ensureCheckSeed(taskId, round, rd);
+        bytes32 seed = _requireCheckSeed(taskId, round, rd);
         if (!Draws.isSampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
         uint256[] memory assigned =
             Draws.assignedIndices(seed, submissionId, rd.validatorCount, task.validatorsPerCheck);
@@ -210,7 +221,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (sub.disputed) revert MarketAlreadyDisputed(submissionId);
         // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
         if (sub.rejected != (msg.sender == trainer)) revert MarketDisputeSide(submissionId, msg.sender);
-        bytes32 seed = _ensureCheckSeed(taskId, round, rd);
+        bytes32 seed = _requireCheckSeed(taskId, round, rd);
         uint256 assignedCount = Draws.isSampled(seed, submissionId, task.sampleRatePpm)
             ? Draws.min(task.validatorsPerCheck, rd.validatorCount)
             : 0;
@@ -239,7 +250,14 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             // The committee comes from the hash of the block that included the dispute: it did not
             // exist when the disputer sent it.
             if (block.number <= d.filedBlock) revert MarketNoCommittee(submissionId);
-            d.seed = Draws.disputeSeedAt(d.filedBlock, submissionId);
+            bytes32 filedHash = blockhash(d.filedBlock);
+            if (filedHash == 0) {
+                // Gone past 256 blocks: this call's block takes its place, as unknown to this caller.
+                d.filedBlock = uint64(block.number);
+                emit DisputeBlockMoved(submissionId, block.number);
+                return;
+            }
+            d.seed = Draws.disputeSeed(filedHash, submissionId);
         }
         uint256 taskId = Ids.taskOf(submissionId);
         uint256 bit = Draws.slotBit(_committeeIndices(submissionId, d.seed), _votingSeat(taskId).slot);
@@ -318,7 +336,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (block.timestamp < validateDeadline) {
             revert MarketOutsideWindow(block.timestamp, validateDeadline, type(uint256).max);
         }
-        bytes32 seed = _ensureCheckSeed(taskId, round, rd);
+        bytes32 seed = _requireCheckSeed(taskId, round, rd);
         uint256[] memory aggregators = Draws.aggregatorIndices(seed, rd.validatorCount, task.validatorsPerCheck);
         // slither-disable-next-line incorrect-equality
         if (Draws.slotBit(aggregators, _votingSeat(taskId).slot) == 0) {
@@ -347,7 +365,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             revert MarketOutsideWindow(block.timestamp, challengeDeadline, type(uint256).max);
         }
         if (rd.openDisputes != 0) revert MarketOpenDisputes(taskId, round, rd.openDisputes);
-        _ensureCheckSeed(taskId, round, rd);
+        // Settling draws from the check seed; a round nobody submitted to needs none.
+        if (rd.submissionCount != 0) _requireCheckSeed(taskId, round, rd);
         rd.finalised = true;
         // The division first is the point: every round gets the floor, the last one the remainder.
         // slither-disable-next-line divide-before-multiply
@@ -624,16 +643,23 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         emit RoundOpened(taskId, round, checkpoint, rd.workSeed, rd.openedAt);
     }
 
-    /// @dev Fixes the check seed from randomness of the current block, which did not exist when
-    ///      any submission was sent (they all precede the submission deadline), and snapshots the
-    ///      validator count that assignments draw from.
-    function _ensureCheckSeed(uint256 taskId, uint256 round, Round storage rd) private returns (bytes32 seed) {
+    /// @dev The check seed, fixing it from the requested block's hash when that block exists and its
+    ///      hash is still known; zero when it cannot be fixed yet. The block was chosen when the seed was
+    ///      requested, ahead of that block: nobody who sends a transaction can pick it.
+    function _tryCheckSeed(uint256 taskId, uint256 round, Round storage rd) private returns (bytes32 seed) {
         seed = rd.checkSeed;
-        if (seed != 0) return seed;
-        seed = keccak256(abi.encode(block.prevrandao, blockhash(block.number - 1), taskId, round, "check"));
+        uint256 at = rd.seedBlock;
+        if (seed != 0 || at == 0 || block.number <= at) return seed;
+        bytes32 hash = blockhash(at);
+        if (hash == 0) return 0;
+        seed = keccak256(abi.encode(hash, taskId, round, "check"));
         rd.checkSeed = seed;
-        rd.validatorCount = uint32(_validators[taskId].length);
         emit CheckSeedFixed(taskId, round, seed, rd.validatorCount);
+    }
+
+    function _requireCheckSeed(uint256 taskId, uint256 round, Round storage rd) private returns (bytes32 seed) {
+        seed = _tryCheckSeed(taskId, round, rd);
+        if (seed == 0) revert MarketCheckSeedPending(taskId, round, rd.seedBlock);
     }
 
     /// @dev The caller's seat in the task, refused when it lost it to a slash.

@@ -81,8 +81,11 @@ contract TaskMarketLens is ITaskMarketLens {
         if (d.disputer == address(0)) return new address[](0);
         bytes32 seed = d.seed;
         if (seed == 0) {
-            if (block.number <= d.filedBlock) return new address[](0);
-            seed = Draws.disputeSeedAt(d.filedBlock, submissionId);
+            // The committee the next vote will see; none while the dispute's block is the current one
+            // or its hash is gone (the next vote then moves the block).
+            bytes32 filedHash = block.number > d.filedBlock ? blockhash(d.filedBlock) : bytes32(0);
+            if (filedHash == 0) return new address[](0);
+            seed = Draws.disputeSeed(filedHash, submissionId);
         }
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
         ITaskMarket.Round memory rd = market.getRound(taskId, round);

@@ -84,7 +84,10 @@ abstract contract BaseTest is ProtocolFixture {
         (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
         vm.warp(submitDeadline);
         vm.roll(block.number + 1);
-        market.fixCheckSeed(taskId);
+        market.fixCheckSeed(taskId); // requests the seed from a block two ahead
+        vm.roll(block.number + 3);
+        market.fixCheckSeed(taskId); // fixes it from that block's hash
+        assertTrue(market.getRound(taskId, round).checkSeed != 0, "check seed fixed");
     }
 
     function _warpToChallenge(uint256 taskId, uint256 round) internal {

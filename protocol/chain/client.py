@@ -97,6 +97,7 @@ class RoundState:
     attest_count: int
     checks_remaining: int
     units_remaining: int
+    seed_block: int  # the block whose hash will be the check seed (0: not requested yet)
     trainer_budget_remaining: int
     fee_remaining: int
     checkpoint: bytes
@@ -262,8 +263,21 @@ class Crucible:
         return submission_id(task_id, round_index, signer.address)
 
     def fix_check_seed(self, signer: Signer, task_id: int) -> TxReceipt:
-        """Fixes the current round's check seed."""
+        """Requests the current round's check seed from a block ahead, or fixes it once that block exists."""
         return self.chain.transact(self.market.functions.fixCheckSeed(task_id), signer)
+
+    def fix_check_seed_now(self, signer: Signer, task_id: int, timeout_s: float = 600.0) -> None:
+        """Requests the current round's check seed if nobody did, waits for the block it names (the chain's
+        own blocks: three intervals or so) and fixes it. ChainError when no block comes in `timeout_s`."""
+        round_index = self.task(task_id).current_round
+        deadline = time.monotonic() + timeout_s
+        while (state := self.round(task_id, round_index)).check_seed == bytes(32):
+            if not state.seed_block or self.chain.block_number() > state.seed_block:
+                self.fix_check_seed(signer, task_id)
+                continue
+            if time.monotonic() > deadline:
+                raise ChainError(f"no block past {state.seed_block} within {timeout_s:.0f} s: is the chain mining?")
+            time.sleep(min(1.0, self.chain.block_interval_s() / 2))
 
     def attest(self, signer: Signer, submission: int, valid: bool, evidence_cid: str) -> TxReceipt:
         """Attests an assigned submission."""

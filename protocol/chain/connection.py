@@ -172,6 +172,10 @@ class Chain:
         """The latest block's timestamp."""
         return int(self._rpc(lambda: self.w3.eth.get_block("latest"))["timestamp"])
 
+    def block_number(self) -> int:
+        """The latest block's number."""
+        return int(self._rpc(lambda: self.w3.eth.block_number))
+
     def now(self) -> int:
         """The time the next block will at least carry: the later of the wall clock and the latest block."""
         return max(int(time.time()), self.timestamp())

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from web3.types import TxReceipt
+
 from protocol.accounts import Signer
 from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
@@ -246,6 +248,16 @@ def warp_to(chain: Chain, timestamp: int) -> None:
     if timestamp > now:
         chain.w3.provider.make_request("evm_setNextBlockTimestamp", [timestamp])  # type: ignore[arg-type]
     chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+
+
+def fix_check_seed(crucible: Crucible, signer: Signer, task_id: int) -> list[TxReceipt]:
+    """Requests the current round's check seed, mines past the block it names (a devnet need not wait
+    for its interval, and an automining one would wait for ever) and fixes it; returns both receipts."""
+    requested = crucible.fix_check_seed(signer, task_id)
+    round_state = crucible.round(task_id, crucible.task(task_id).current_round)
+    while crucible.chain.block_number() <= round_state.seed_block:
+        crucible.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+    return [requested, crucible.fix_check_seed(signer, task_id)]
 
 
 def funded_account(

@@ -143,13 +143,23 @@ class Participant:
         return False
 
     def keep_round(self, round_index: int, state: RoundState, deadlines: Deadlines, now: int) -> bool:
-        """Takes the round's permissionless step nobody took yet: fixes its check seed once the
-        submission window closed, or finalises it after the challenge window with no dispute open.
-        Returns whether this identity sent one (False when another raced it there)."""
-        if deadlines.submit <= now < deadlines.validate and state.check_seed == bytes(32) and state.submission_count:
+        """Takes the round's permissionless step nobody took yet: once the submission window closed, asks
+        for its check seed (from a block ahead) and fixes it once that block exists; after the challenge
+        window with no dispute open, finalises it (a round with submissions needs its seed first).
+        Returns whether this identity sent one (False when another raced it there, or none was due)."""
+        seed_due = state.check_seed == bytes(32) and state.submission_count > 0
+        if seed_due and now >= deadlines.submit and not state.finalised:
+            # Nothing to send while the requested block is still to come (a request names a block ahead;
+            # past 256 blocks its hash is gone and the call requests another).
+            if state.seed_block and self.crucible.chain.block_number() <= state.seed_block:
+                return False
             with self.racing("fix_check_seed", round=round_index):
                 self.crucible.fix_check_seed(self.signer, self.task_id)
-                self.reporter.event("check_seed_fixed", round=round_index)
+                after = self.crucible.round(self.task_id, round_index)
+                if after.check_seed != bytes(32):
+                    self.reporter.event("check_seed_fixed", round=round_index)
+                else:
+                    self.reporter.event("check_seed_requested", round=round_index, block=after.seed_block)
                 return True
         elif now >= deadlines.challenge and not state.finalised and state.open_disputes == 0:
             with self.racing("finalise_round", round=round_index):

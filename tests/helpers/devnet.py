@@ -46,7 +46,7 @@ def fix_check_seed_where(
     rpc_url: str, deployment: Deployment, keeper: Signer, task_id: int, wanted: Callable[[Crucible], bool]
 ) -> Crucible:
     """Fixes the current round's check seed at its submission deadline, re-rolling (evm_snapshot /
-    evm_revert, another parent block each time) until `wanted` holds: a test's control over the devnet's
+    evm_revert, another seed block each time) until `wanted` holds: a test's control over the devnet's
     randomness, as forge's `vm.prevrandao` would be. Every try uses a fresh connection (nonces)."""
     for attempt in range(40):
         crucible = Crucible(Chain(rpc_url), deployment)
@@ -54,12 +54,13 @@ def fix_check_seed_where(
         task = crucible.task(task_id)
         deadline = crucible.deadlines(task_id, task.current_round).submit
         snapshot = provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
-        # The seed hashes the previous block's hash (and prevrandao, which Anvil may repeat): stacking
-        # `attempt` empty blocks first gives each try another parent.
+        # The seed is the hash of a block two after the request: stacking `attempt` empty blocks first
+        # gives each try another seed block.
         for _ in range(attempt):
             provider.make_request("evm_mine", [])  # type: ignore[arg-type]
         provider.make_request("evm_setNextBlockTimestamp", [deadline + attempt])  # type: ignore[arg-type]
-        # Sent with a fixed gas limit: estimating would run at the current time, before the deadline.
+        # The request is sent with a fixed gas limit: estimating would run at the current time, before the
+        # deadline. Then blocks past the one it names, and the fix.
         w3 = crucible.chain.w3
         transaction = crucible.market.functions.fixCheckSeed(task_id).build_transaction(
             {"from": keeper.address, "gas": 300_000, "nonce": w3.eth.get_transaction_count(keeper.address),
@@ -67,6 +68,10 @@ def fix_check_seed_where(
         )  # fmt: skip
         receipt = w3.eth.wait_for_transaction_receipt(w3.eth.send_raw_transaction(keeper.sign_transaction(transaction)))
         assert receipt["status"] == 1
+        for _ in range(3):
+            provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+        crucible.fix_check_seed(keeper, task_id)
+        assert crucible.round(task_id, task.current_round).check_seed != bytes(32)
         if wanted(crucible):
             return crucible
         provider.make_request("evm_revert", [snapshot])  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[int, dict[str, i
             trainer, task_id, 0, cid(f"r-{trainer.name}"), cid("u"), units, bytes(32)
         )
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
-    crucible.fix_check_seed(dev[0], task_id)
+    devnet.fix_check_seed(crucible, dev[0], task_id)
     return task_id, ids
 
 
@@ -202,7 +202,7 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
         crucible.join_task(validator, task_id)
     sid = crucible.submit_work(dev[1], task_id, 0, cid("r"), cid("u"), 10, bytes(32))
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
-    crucible.fix_check_seed(dev[0], task_id)
+    devnet.fix_check_seed(crucible, dev[0], task_id)
     lazy, *honest = crucible.assigned_validators(sid)
     crucible.attest(by_address(dev)[lazy], sid, True, cid("lazy"))
     for address in honest:
@@ -231,7 +231,7 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
     # A vote of round 1 keeps its stake until settled, even after the task ends.
     sid = crucible.submit_work(dev[1], task_id, 1, cid("r1"), cid("u1"), 10, bytes(32))
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).submit)
-    crucible.fix_check_seed(dev[0], task_id)
+    devnet.fix_check_seed(crucible, dev[0], task_id)
     voter = next(a for a in crucible.assigned_validators(sid) if a != lazy)
     crucible.attest(by_address(dev)[voter], sid, True, cid("r1-vote"))
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).challenge)

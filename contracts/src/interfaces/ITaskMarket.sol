@@ -82,6 +82,7 @@ interface ITaskMarket {
         uint32 attestCount;
         uint32 checksRemaining;
         uint96 unitsRemaining;
+        uint64 seedBlock; // the block whose hash is the check seed, fixed in advance (0: not requested)
         uint128 trainerBudgetRemaining;
         uint128 feeRemaining;
         bytes32 checkpoint;
@@ -155,7 +156,10 @@ interface ITaskMarket {
         uint64 workUnits,
         bytes32 commitment
     );
-    /// @notice A round's check seed was fixed from a block after its submission deadline, with the validator count its draws use.
+    /// @notice A round's check seed will be the hash of `seedBlock`, a block still to come when this was
+    ///         recorded (after the submission deadline), and its draws use `validatorCount` validators.
+    event CheckSeedRequested(uint256 indexed taskId, uint256 indexed round, uint256 seedBlock, uint32 validatorCount);
+    /// @notice A round's check seed was fixed from the hash of its requested block.
     event CheckSeedFixed(uint256 indexed taskId, uint256 indexed round, bytes32 checkSeed, uint32 validatorCount);
     /// @notice An assigned validator's verdict on a submission, with the CID of its evidence.
     event Attested(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
@@ -165,6 +169,9 @@ interface ITaskMarket {
     event Disputed(
         uint256 indexed submissionId, address indexed disputer, bool claimValid, uint256 bond, uint64 deadline
     );
+    /// @notice Nobody voted within 256 blocks of the dispute's block, whose hash (its committee's seed) is
+    ///         gone: the committee will come from the hash of `filedBlock`, the block of this call.
+    event DisputeBlockMoved(uint256 indexed submissionId, uint256 filedBlock);
     /// @notice A committee member's vote on a dispute, with the CID of its evidence.
     event DisputeVoted(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
     /// @notice A dispute closed: whether the disputer was upheld and whether the submission ends rejected.
@@ -244,6 +251,9 @@ interface ITaskMarket {
     error MarketDisputeSide(uint256 submissionId, address disputer);
     /// @notice No validator is left to form a dispute committee (all were assigned to the submission).
     error MarketNoCommittee(uint256 submissionId);
+    /// @notice The round's check seed is not fixed yet: its block is still to come, or nobody requested
+    ///         it (`seedBlock` 0) or its hash passed the 256-block horizon — call `fixCheckSeed`.
+    error MarketCheckSeedPending(uint256 taskId, uint256 round, uint256 seedBlock);
     /// @notice No dispute is open on this submission.
     error MarketDisputeNotOpen(uint256 submissionId);
     /// @notice The dispute's vote is still open until `deadline`.
@@ -303,8 +313,11 @@ interface ITaskMarket {
         bytes32 proofsDigest
     ) external returns (uint256 submissionId);
 
-    /// @notice Fix the current round's check seed once its submission deadline passed. Anyone;
-    ///         {attest} does it too when nobody has.
+    /// @notice After the submission deadline: the first call requests the current round's check seed
+    ///         from a block two blocks ahead (and snapshots the validator count); a call once that
+    ///         block exists fixes the seed from its hash (so do {attest}, {dispute},
+    ///         {proposeCheckpoint} and {finaliseRound}). Past 256 blocks the hash is gone and a call
+    ///         requests a new block ahead. Anyone; whoever calls, and whenever, cannot choose the seed.
     /// @param taskId The task.
     function fixCheckSeed(uint256 taskId) external;
 

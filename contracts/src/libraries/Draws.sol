@@ -62,11 +62,8 @@ library Draws {
     }
 
     /// @dev A dispute's committee seed: keccak(hash of the block that included the dispute, id,
-    ///      "dispute"). Past 256 blocks that hash is gone; the previous block's is then just as
-    ///      unknown to the disputer when it filed.
-    function disputeSeedAt(uint256 filedBlock, uint256 submissionId) internal view returns (bytes32) {
-        bytes32 filedHash = blockhash(filedBlock);
-        if (filedHash == 0) filedHash = blockhash(block.number - 1);
+    ///      "dispute"), a hash the disputer could not know when it filed.
+    function disputeSeed(bytes32 filedHash, uint256 submissionId) internal pure returns (bytes32) {
         return keccak256(abi.encode(filedHash, submissionId, "dispute"));
     }
 

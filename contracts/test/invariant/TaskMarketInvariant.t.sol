@@ -57,7 +57,9 @@ contract TaskMarketInvariantTest is Test {
     }
 
     /// Property 3: with an honest majority in every assignment, no honest trainer is slashed.
-    /// Broken by: rejecting on the first invalid vote instead of a majority (mutant "first-vote-rejects").
+    /// Rejecting on the first invalid vote instead of a majority (mutant "first-vote-rejects") breaks it
+    /// only in runs where the liar votes first on honest work; test_ALoneInvalidVoteCastFirstDoesNotReject
+    /// builds that case and is the mutant's check.
     function invariant_honestTrainerNeverSlashed() public view {
         assertEq(handler.ghost_honestSlashed(), 0, "an honest trainer was slashed");
     }

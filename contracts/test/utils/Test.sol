@@ -19,6 +19,8 @@ interface Vm {
     function sign(uint256 privateKey, bytes32 digest) external pure returns (uint8 v, bytes32 r, bytes32 s);
     function assume(bool condition) external pure;
     function prevrandao(bytes32 value) external;
+    function snapshotState() external returns (uint256 snapshotId);
+    function revertToState(uint256 snapshotId) external returns (bool success);
 }
 
 /// @dev Assertions that revert with a message, which is how forge marks a test failed.
