@@ -26,7 +26,7 @@ from hexbytes import HexBytes
 from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractFunction
-from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
+from web3.exceptions import BlockNotFound, ContractLogicError, TransactionNotFound, Web3RPCError
 from web3.providers.rpc.utils import ExceptionRetryConfiguration
 from web3.types import TxReceipt
 
@@ -400,11 +400,19 @@ class Chain:
         return receipt
 
     def _deep_enough(self, receipt: TxReceipt, deadline: float) -> bool:
-        while self._rpc(lambda: self.w3.eth.block_number) - receipt["blockNumber"] < self.confirmations:
+        """Whether the receipt's block is `confirmations` deep on the canonical chain (waiting for that);
+        False when a reorg replaced that block or shortened the chain below it (a devnet's evm_revert
+        does both): the caller then looks for the transaction's new receipt, or sends it again."""
+        while (depth := self._rpc(lambda: self.w3.eth.block_number) - receipt["blockNumber"]) < self.confirmations:
+            if depth < 0:
+                return False
             if time.monotonic() > deadline:
                 raise TransactionError(f"transaction {receipt['transactionHash'].to_0x_hex()} not confirmed in time")
             time.sleep(self.poll_interval_s)
-        block = self._rpc(lambda: self.w3.eth.get_block(receipt["blockNumber"]))
+        try:
+            block = self._rpc(lambda: self.w3.eth.get_block(receipt["blockNumber"]))
+        except BlockNotFound:
+            return False  # a reorg shortened the chain below the receipt's block: as replaced, below
         # A reorg replaced the block: wait for the transaction's new receipt, if any.
         return bool(block["hash"] == receipt["blockHash"])
 

@@ -153,6 +153,19 @@ def test_a_view_at_a_block_the_node_lacks_is_asked_again_until_it_has_it(crucibl
         Chain(chain.rpc_url, retries=1, backoff_s=0.01).call(crucible.market.functions.taskCount(), block=ahead + 50)
 
 
+def test_a_receipt_whose_block_a_reorg_removed_is_not_deep_enough(crucible: Crucible, dev: list[Signer]) -> None:
+    """A reorg (or a devnet's evm_revert) can shorten the chain below a receipt's block while its sender
+    waits: that receipt is stale, and the sender goes back to looking for the transaction instead of
+    crashing on a block the node no longer has (a node process died of `BlockNotFound` that way in CI).
+    Broken version: drop the `depth < 0` return and the `BlockNotFound` catch in `Chain._deep_enough` →
+    this waits for its deadline and raises (or dies of BlockNotFound)."""
+    receipt = crucible.transfer(dev[3], dev[8].address, 1)
+    stale = {**receipt, "blockNumber": crucible.chain.block_number() + 1000}  # a block the chain lost
+    started = time.monotonic()
+    assert crucible.chain._deep_enough(stale, time.monotonic() + 30) is False  # type: ignore[arg-type]
+    assert time.monotonic() - started < 5, "answered at once, not at the deadline"
+
+
 def test_a_transaction_the_node_dropped_is_sent_again_once(crucible: Crucible, dev: list[Signer]) -> None:
     """A reorg can drop a mined transaction from the chain and the pool; the sender notices it is unknown
     and resends the same signed bytes (same nonce: never twice). Broken version: pass `raw=None` to
