@@ -124,8 +124,9 @@ class Validator(Participant):
         task = self.crucible.task(task_id)
         if task.ended:
             raise ConfigError(f"task {task_id} has ended")
-        joined = self.address in self.crucible.validators_of(task_id)
-        if joined and self.crucible.seat_of(task_id, self.address).benched:
+        seat = self.crucible.seat_of(task_id, self.address)
+        joined = seat.slot != 0  # validators leave only ended tasks, refused above
+        if seat.benched:
             raise ConfigError(f"{self.address} {BENCHED} {task_id}")
         self.check_stake(Role.VALIDATOR, None if joined else task.min_validator_stake)
         if not joined:

@@ -251,13 +251,17 @@ def warp_to(chain: Chain, timestamp: int) -> None:
 
 
 def fix_check_seed(crucible: Crucible, signer: Signer, task_id: int) -> list[TxReceipt]:
-    """Requests the current round's check seed, mines past the block it names (a devnet need not wait
-    for its interval, and an automining one would wait for ever) and fixes it; returns both receipts."""
-    requested = crucible.fix_check_seed(signer, task_id)
+    """Requests the current round's check seed and fixes it (`finish_check_seed`); returns both receipts."""
+    return [crucible.fix_check_seed(signer, task_id), finish_check_seed(crucible, signer, task_id)]
+
+
+def finish_check_seed(crucible: Crucible, signer: Signer, task_id: int) -> TxReceipt:
+    """Fixes the current round's requested check seed: mines past the block the request named (a devnet
+    need not wait for its interval, and an automining one would wait for ever), then fixes it."""
     round_state = crucible.round(task_id, crucible.task(task_id).current_round)
     while crucible.chain.block_number() <= round_state.seed_block:
         crucible.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
-    return [requested, crucible.fix_check_seed(signer, task_id)]
+    return crucible.fix_check_seed(signer, task_id)
 
 
 def funded_account(

@@ -68,9 +68,7 @@ def fix_check_seed_where(
         )  # fmt: skip
         receipt = w3.eth.wait_for_transaction_receipt(w3.eth.send_raw_transaction(keeper.sign_transaction(transaction)))
         assert receipt["status"] == 1
-        for _ in range(3):
-            provider.make_request("evm_mine", [])  # type: ignore[arg-type]
-        crucible.fix_check_seed(keeper, task_id)
+        devnet.finish_check_seed(crucible, keeper, task_id)
         assert crucible.round(task_id, task.current_round).check_seed != bytes(32)
         if wanted(crucible):
             return crucible
