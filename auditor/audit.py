@@ -31,7 +31,7 @@ from auditor.money import money_check
 from auditor.report import Finding, RoundAudit, SubmissionAudit, TaskAudit, Vote
 from protocol.artifacts.fetch import RelayStore
 from protocol.artifacts.store import Store
-from protocol.chain.assignment import assigned_indices, is_sampled
+from protocol.chain.assignment import Member, assigned_positions, holders, is_sampled
 from protocol.chain.client import Crucible
 from protocol.chain.ids import checkpoint_digests, decode_submission_id, submission_text
 from protocol.chain.params import TaskParams
@@ -80,8 +80,12 @@ class Auditor:
 
     def validators(self, task_id: int) -> list[str]:
         """The task's validators by slot, as the market numbers them."""
+        return [member.account for member, _ in self.members(task_id)]
+
+    def members(self, task_id: int) -> list[tuple[Member, int]]:
+        """The task's members in joining order, each with the stake its seat weighs, from `ValidatorJoined`."""
         joined = sorted(self.index.events("ValidatorJoined", task=task_id), key=lambda e: int(e.args["index"]))
-        return [str(e.args["validator"]) for e in joined]
+        return [(Member(str(e.args["validator"]), int(e.args["from"])), int(e.args["stake"])) for e in joined]
 
     # ------------------------------------------------------------ submissions
 
@@ -101,9 +105,11 @@ class Auditor:
             count = int(fixed[0].args["validatorCount"])
             sampled = is_sampled(seed, submission, int(params["sampleRatePpm"]))
             if sampled:
-                slots = self.validators(task_id)
-                picks = assigned_indices(seed, submission, count, int(params["validatorsPerCheck"]))
-                assigned = [slots[i] for i in picks]
+                # The round's draws share out the seat stake of the members counted at its snapshot.
+                members = self.members(task_id)[:count]
+                last, last_stake = members[-1]
+                picks = assigned_positions(seed, submission, last.start + last_stake, int(params["validatorsPerCheck"]))
+                assigned = holders([member for member, _ in members], picks)
         history = self.index.events(submission=submission)
         votes = [
             self._vote(e, "attest" if e.name == "Attested" else "dispute")

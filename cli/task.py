@@ -16,7 +16,18 @@ from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.store import keep_local_copy
 from protocol.chain.client import Crucible
 from protocol.chain.ids import decode_submission_id
-from protocol.chain.params import BPS, PPM, TaskParams, least_deterrent_slash, max_submission_reward
+from protocol.chain.params import (
+    BPS,
+    DEFAULT_COLLUDING_SHARE_PPM,
+    MAX_COLLUDING_SHARE_PPM,
+    MAX_COMMITTEE,
+    ONE,
+    PPM,
+    TaskParams,
+    caught_chance,
+    least_deterrent_slash,
+    max_submission_reward,
+)
 from protocol.errors import ConfigError
 from protocol.values import checked_cid, format_tokens
 
@@ -44,6 +55,7 @@ OPTION_OF = {
     "submit_window_s": "--submit-window",
     "validate_window_s": "--validate-window",
     "challenge_window_s": "--challenge-window",
+    "colluding_share_ppm": "--colluding-share",
 }
 
 
@@ -128,6 +140,12 @@ def create(
     ),
     validate_window: int = typer.Option(300, "--validate-window", help="Seconds for attestations."),
     challenge_window: int = typer.Option(300, "--challenge-window", help="Seconds for disputes."),
+    colluding_share: float = typer.Option(
+        DEFAULT_COLLUDING_SHARE_PPM / PPM,
+        "--colluding-share",
+        help="Largest share of validator stake assumed to vote with a cheat, in [0, 0.5); the deterrence check "
+        "counts the chance they hold a check.",
+    ),
     store: str = typer.Option(None, "--store", help=STORE_HELP + " The model and spec must be served there."),
     skip_availability_check: bool = typer.Option(
         False,
@@ -152,8 +170,12 @@ def create(
     sample_ppm = _fraction(sample_rate, "--sample-rate", PPM, allow_zero=False)
     fee_bps = _fraction(validator_fee, "--validator-fee", BPS)
     max_reward = max_submission_reward(bounty_wei, rounds, fee_bps)
+    colluding_ppm = _fraction(colluding_share, "--colluding-share", PPM)
     if slash is None:
-        slash_wei = least_deterrent_slash(sample_ppm, max_reward, 10**decimals)
+        # Out-of-range numbers get the default a valid one would; the parameter check below names them.
+        per_check = validators_per_check if 1 <= validators_per_check <= MAX_COMMITTEE else 1
+        caught = caught_chance(sample_ppm, min(colluding_ppm, MAX_COLLUDING_SHARE_PPM), per_check)
+        slash_wei = least_deterrent_slash(caught, max_reward, 10**decimals)
     else:
         slash_wei = cli.tokens(slash, "slash")
     min_stake_wei = cli.tokens(min_stake, "min stake") if min_stake is not None else slash_wei
@@ -176,6 +198,7 @@ def create(
             submit_window_s=submit_window,
             validate_window_s=validate_window,
             challenge_window_s=challenge_window,
+            colluding_share_ppm=colluding_ppm,
         )
     except ValidationError as error:
         first = error.errors()[0]
@@ -188,13 +211,18 @@ def create(
     slash_text = format_tokens(params.slash_wei, decimals, symbol)
     reward_text = format_tokens(params.max_reward_wei, decimals, symbol)
     shown_ratio = f"{ratio:.3f}" if ratio != float("inf") else "unbounded"
+    caught = params.caught / (PPM * ONE)
     summary = (
-        f"deterrence {shown_ratio} (at least 1 passes): a cheat is checked with probability p = {sample_rate:g} "
-        f"and then loses S = {slash_text}; unchecked it earns at most R = {reward_text}; "
-        f"p*S / ((1-p)*R) >= 1 makes cheating a losing bet"
+        f"deterrence {shown_ratio} (at least 1 passes): a cheat is caught with probability q = {caught:.3f} "
+        f"(checked with p = {sample_rate:g}, and honest validators hold most of its {validators_per_check} "
+        f"positions while up to {colluding_share:.1%} of validator stake colludes) and then loses S = {slash_text}; "
+        f"uncaught it earns at most R = {reward_text}; q*S / ((1-q)*R) >= 1 makes cheating a losing bet"
     )
     if not params.deters:
-        raise ConfigError(f"{summary}; below 1 cheating would pay: raise --slash or --sample-rate (nothing sent)")
+        raise ConfigError(
+            f"{summary}; below 1 cheating would pay: raise --slash or --sample-rate, or lower --colluding-share "
+            "(nothing sent)"
+        )
     signer = cli.signer(account)
     crucible.require_balance(signer.address, bounty_wei, "bounty")
     stderr.print(summary)

@@ -18,7 +18,7 @@ from typing import Any
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
-from protocol.chain.assignment import aggregator_indices, assigned_indices, is_sampled
+from protocol.chain.assignment import aggregator_positions, assigned_positions, bits_within, is_sampled
 from protocol.chain.client import Crucible, Role, SubmissionState
 from protocol.chain.ids import submission_id
 from protocol.errors import ConfigError, OwnFault
@@ -190,7 +190,7 @@ class Validator(Participant):
                 if deadlines.submit <= now < deadlines.validate:
                     if self.keep_round(round_index, state, deadlines, now):  # it fixed the check seed
                         state = self.crucible.round(task_id, round_index)
-                    self._attest_assigned(round_index, state.check_seed, state.validator_count, deadlines.validate,
+                    self._attest_assigned(round_index, state.check_seed, state.seat_stake, deadlines.validate,
                                           spec)  # fmt: skip
                 elif now >= deadlines.validate:
                     self._dispute_duties(round_index, spec)
@@ -202,16 +202,20 @@ class Validator(Participant):
 
     # ------------------------------------------------------------ attestations
 
-    def _my_index(self, validator_count: int) -> int | None:
-        members = self.crucible.validators_of(self.options.task_id)[:validator_count]
-        return members.index(self.address) if self.address in members else None
+    def _my_range(self, seat_stake: int) -> tuple[int, int] | None:
+        """Its range of seat stake in a round whose draws share out `seat_stake`: None when it joined after
+        the round's snapshot (its range starts past it) or holds nothing."""
+        seat = self.crucible.seat_of(self.options.task_id, self.address)
+        if seat.stake == 0 or seat.seat_from >= seat_stake:
+            return None
+        return seat.seat_from, seat.stake
 
     def _attest_assigned(
-        self, round_index: int, check_seed: bytes, validator_count: int, deadline: int, spec: EnvSpec
+        self, round_index: int, check_seed: bytes, seat_stake: int, deadline: int, spec: EnvSpec
     ) -> None:
         if check_seed == bytes(32):
             return
-        mine = self._my_index(validator_count)
+        mine = self._my_range(seat_stake)
         if mine is None:
             return
         task = self.crucible.task(self.options.task_id)
@@ -220,7 +224,8 @@ class Validator(Participant):
             submission = self._submission_id(event)
             if not is_sampled(check_seed, submission, task.sample_rate_ppm):
                 continue
-            if mine not in assigned_indices(check_seed, submission, validator_count, task.validators_per_check):
+            drawn = assigned_positions(check_seed, submission, seat_stake, task.validators_per_check)
+            if not bits_within(drawn, *mine):
                 continue
             if (
                 str(submission) not in self.summary.abstained
@@ -361,7 +366,8 @@ class Validator(Participant):
         ):
             self._vote_dispute(submission, event, spec, dispute.deadline)
         voted = len(self.crucible.events("TaskMarket", "DisputeVoted", submissionId=submission))
-        if committee and (voted == len(committee) or now >= dispute.deadline):
+        # One vote per member, however many of the committee's positions it holds.
+        if committee and (voted == len(set(committee)) or now >= dispute.deadline):
             with self.racing("resolve_dispute", submission=str(submission)):
                 self.crucible.resolve_dispute(self.signer, submission)
                 resolved = self.crucible.dispute_state(submission)
@@ -385,9 +391,13 @@ class Validator(Participant):
         task = self.crucible.task(task_id)
         if state.open_disputes or state.finalised or state.check_seed == bytes(32) or task.current_round != round_index:
             return
-        mine = self._my_index(state.validator_count)
-        aggregators = aggregator_indices(state.check_seed, state.validator_count, task.validators_per_check)
-        if mine is None or mine not in aggregators or self.crucible.has_proposed(task_id, round_index, self.address):
+        mine = self._my_range(state.seat_stake)
+        aggregators = aggregator_positions(state.check_seed, state.seat_stake, task.validators_per_check)
+        if (
+            mine is None
+            or not bits_within(aggregators, *mine)
+            or self.crucible.has_proposed(task_id, round_index, self.address)
+        ):
             return
         included = []
         for event in self.crucible.submissions(task_id, round_index):

@@ -35,7 +35,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     mapping(uint256 submissionId => Submission) private _submissions;
     mapping(uint256 submissionId => Dispute) private _disputes;
     // slither-disable-next-line uninitialized-state
-    mapping(uint256 taskId => address[]) private _validators;
+    mapping(uint256 taskId => Member[]) private _members;
     mapping(uint256 taskId => mapping(address validator => Seat)) private _seats;
     mapping(bytes32 proposalKey => uint256) private _proposalVotes;
     mapping(bytes32 voterKey => bool) private _proposalVoted;
@@ -82,29 +82,36 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
-    function joinTask(uint256 taskId) external {
+    function joinTask(uint256 taskId, uint256 stake) external {
         Task storage task = _existingTask(taskId);
         if (task.ended) revert MarketTaskEnded(taskId);
+        if (stake < task.minValidatorStake) revert MarketParameterBelow("stake", stake, task.minValidatorStake);
         Seat storage seat = _seats[taskId][msg.sender];
         if (seat.slot != 0) revert MarketAlreadyJoined(taskId, msg.sender);
-        address[] storage validators = _validators[taskId];
-        validators.push(msg.sender);
-        seat.slot = uint32(validators.length);
-        emit ValidatorJoined(taskId, msg.sender, validators.length - 1);
-        stakeManager.lock(msg.sender, IStakeManager.Role.Validator, task.minValidatorStake);
+        Member[] storage members = _members[taskId];
+        uint256 from = _seatStake(taskId);
+        members.push(Member(msg.sender, from.toUint96()));
+        seat.slot = uint32(members.length);
+        seat.from = uint96(from);
+        seat.stake = (from + stake).toUint96() - uint96(from);
+        emit ValidatorJoined(taskId, msg.sender, members.length - 1, from, stake);
+        stakeManager.lock(msg.sender, IStakeManager.Role.Validator, stake);
     }
 
     /// @inheritdoc ITaskMarket
     function leaveTask(uint256 taskId) external {
-        Task storage task = _existingTask(taskId);
-        if (!task.ended) revert MarketTaskNotEnded(taskId);
+        _existingTask(taskId);
+        if (!_tasks[taskId].ended) revert MarketTaskNotEnded(taskId);
         Seat storage seat = _seats[taskId][msg.sender];
         if (seat.slot == 0) revert MarketNotJoined(taskId, msg.sender);
         // A vote not settled yet is still answerable: the stake stays until it is.
         if (seat.pendingVotes != 0) revert MarketVotesUnsettled(taskId, msg.sender, seat.pendingVotes);
+        uint256 stake = seat.stake;
+        // Its range stays where it was (no one else's positions move), holding nothing from now on.
         seat.slot = 0;
+        seat.stake = 0;
         emit ValidatorLeft(taskId, msg.sender);
-        stakeManager.unlock(msg.sender, task.minValidatorStake);
+        stakeManager.unlock(msg.sender, stake);
     }
 
     // ---------------------------------------------------------------- work
@@ -167,8 +174,12 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         // Not requested, or requested so long ago that its hash is gone: ask for a block still to come.
         // (A requested block still to come, or just mined and fixable next call, is left as it is.)
         if (rd.seedBlock == 0 || block.number > rd.seedBlock + 256) {
+            uint256 count = _members[taskId].length;
+            // Below this a check could not have `validatorsPerCheck` distinct voters even in principle.
+            if (count < task.validatorsPerCheck) revert MarketTooFewValidators(taskId, count, task.validatorsPerCheck);
             rd.seedBlock = uint64(block.number + SEED_DELAY);
-            rd.validatorCount = uint32(_validators[taskId].length);
+            rd.validatorCount = uint32(count);
+            rd.seatStake = uint96(_seatStake(taskId));
             emit CheckSeedRequested(taskId, round, rd.seedBlock, rd.validatorCount);
         }
     }
@@ -179,26 +190,29 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Submission storage sub = _existingSubmission(submissionId);
         Task storage task = _tasks[taskId];
         Round storage rd = _rounds[taskId][round];
-        (uint256 submitDeadline, uint256 validateDeadline,) = _deadlines(task, rd);
-        if (block.timestamp < submitDeadline || block.timestamp >= validateDeadline) {
-            revert MarketOutsideWindow(block.timestamp, submitDeadline, validateDeadline);
+        {
+            (uint256 submitDeadline, uint256 validateDeadline,) = _deadlines(task, rd);
+            if (block.timestamp < submitDeadline || block.timestamp >= validateDeadline) {
+                revert MarketOutsideWindow(block.timestamp, submitDeadline, validateDeadline);
+            }
         }
         bytes32 seed = _requireCheckSeed(taskId, round, rd);
         if (!Draws.isSampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
-        uint256[] memory assigned =
-            Draws.assignedIndices(seed, submissionId, rd.validatorCount, task.validatorsPerCheck);
-        uint256 bit = Draws.slotBit(assigned, _votingSeat(taskId).slot);
-        // A position bit, not a balance: zero means "not assigned" and nothing else.
+        (Seat storage seat, uint256 bits) =
+            _held(taskId, Draws.assigned(seed, submissionId, rd.seatStake, task.validatorsPerCheck));
+        // Position bits, not a balance: zero means "holds no position" and nothing else.
         // slither-disable-next-line incorrect-equality
-        if (bit == 0) revert MarketNotAssigned(submissionId, msg.sender);
-        if (sub.votedMask & bit != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
-        sub.votedMask |= uint16(bit);
-        _seats[taskId][msg.sender].pendingVotes += 1;
-        rd.attestCount += 1;
+        if (bits == 0) revert MarketNotAssigned(submissionId, msg.sender);
+        if (sub.votedMask & bits != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
+        sub.votedMask |= uint16(bits);
+        // One vote per position held: fees, slashes and the majority all count positions.
+        uint256 held = Draws.popcount(bits);
+        seat.pendingVotes += uint24(held);
+        rd.attestCount += uint32(held);
         emit Attested(submissionId, msg.sender, valid, evidenceCid);
         if (!valid) {
-            sub.invalidMask |= uint16(bit);
-            if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > assigned.length) {
+            sub.invalidMask |= uint16(bits);
+            if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > task.validatorsPerCheck) {
                 sub.rejected = true;
                 rd.includedUnits -= sub.workUnits;
                 emit SubmissionRejected(submissionId);
@@ -221,13 +235,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (sub.disputed) revert MarketAlreadyDisputed(submissionId);
         // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
         if (sub.rejected != (msg.sender == trainer)) revert MarketDisputeSide(submissionId, msg.sender);
-        bytes32 seed = _requireCheckSeed(taskId, round, rd);
-        uint256 assignedCount = Draws.isSampled(seed, submissionId, task.sampleRatePpm)
-            ? Draws.min(task.validatorsPerCheck, rd.validatorCount)
-            : 0;
-        if (Draws.min(task.validatorsPerCheck, rd.validatorCount - assignedCount) == 0) {
-            revert MarketNoCommittee(submissionId);
-        }
+        // A fixed seed means the round had its validators: the committee can be drawn.
+        _requireCheckSeed(taskId, round, rd);
         sub.disputed = true;
         Dispute storage d = _disputes[submissionId];
         d.disputer = msg.sender;
@@ -259,14 +268,13 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             }
             d.seed = Draws.disputeSeed(filedHash, submissionId);
         }
-        uint256 taskId = Ids.taskOf(submissionId);
-        uint256 bit = Draws.slotBit(_committeeIndices(submissionId, d.seed), _votingSeat(taskId).slot);
-        // A position bit, not a balance: zero means "not assigned" and nothing else.
+        (, uint256 bits) = _held(Ids.taskOf(submissionId), _committee(submissionId, d.seed));
+        // Position bits, not a balance: zero means "holds no position" and nothing else.
         // slither-disable-next-line incorrect-equality
-        if (bit == 0) revert MarketNotAssigned(submissionId, msg.sender);
-        if (d.votedMask & bit != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
-        d.votedMask |= uint16(bit);
-        if (valid) d.validMask |= uint16(bit);
+        if (bits == 0) revert MarketNotAssigned(submissionId, msg.sender);
+        if (d.votedMask & bits != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
+        d.votedMask |= uint16(bits);
+        if (valid) d.validMask |= uint16(bits);
         emit DisputeVoted(submissionId, msg.sender, valid, evidenceCid);
     }
 
@@ -287,7 +295,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (d.claimValid ? decidedInvalid : decidedValid) {
             // The committee confirmed the outcome: the bond pays its majority.
             uint256 sideMask = d.claimValid ? d.votedMask & ~d.validMask : d.validMask;
-            _splitAmong(taskId, _addresses(taskId, committee), sideMask, d.bond, CreditKind.CommitteeShare, address(0));
+            _splitAmong(taskId, _holders(taskId, committee), sideMask, d.bond, CreditKind.CommitteeShare, address(0));
         } else {
             // Upheld, or no majority either way: the bond goes back.
             _credit(taskId, d.disputer, d.bond, CreditKind.BondReturned);
@@ -299,7 +307,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         view
         returns (uint256[] memory committee, bool decidedValid, bool decidedInvalid)
     {
-        committee = d.seed == 0 ? new uint256[](0) : _committeeIndices(submissionId, d.seed);
+        committee = d.seed == 0 ? new uint256[](0) : _committee(submissionId, d.seed);
         uint256 size = committee.length;
         decidedValid = size != 0 && 2 * Draws.popcount(d.validMask) > size;
         decidedInvalid = size != 0 && 2 * Draws.popcount(d.votedMask & ~d.validMask) > size;
@@ -337,18 +345,18 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             revert MarketOutsideWindow(block.timestamp, validateDeadline, type(uint256).max);
         }
         bytes32 seed = _requireCheckSeed(taskId, round, rd);
-        uint256[] memory aggregators = Draws.aggregatorIndices(seed, rd.validatorCount, task.validatorsPerCheck);
+        (, uint256 bits) = _held(taskId, Draws.aggregators(seed, rd.seatStake, task.validatorsPerCheck));
+        uint256 held = Draws.popcount(bits);
         // slither-disable-next-line incorrect-equality
-        if (Draws.slotBit(aggregators, _votingSeat(taskId).slot) == 0) {
-            revert MarketNotAggregator(taskId, round, msg.sender);
-        }
+        if (held == 0) revert MarketNotAggregator(taskId, round, msg.sender);
         bytes32 voterKey = keccak256(abi.encode(taskId, round, rd.checkpointEpoch, msg.sender));
         if (_proposalVoted[voterKey]) revert MarketAlreadyProposed(taskId, round, msg.sender);
         _proposalVoted[voterKey] = true;
         bytes32 digest = keccak256(bytes(checkpointCid));
-        uint256 votes = ++_proposalVotes[keccak256(abi.encode(taskId, round, rd.checkpointEpoch, digest))];
+        // Each aggregator position held is a vote.
+        uint256 votes = _proposalVotes[keccak256(abi.encode(taskId, round, rd.checkpointEpoch, digest))] += held;
         emit CheckpointProposed(taskId, round, msg.sender, digest, checkpointCid);
-        if (rd.agreedNext == 0 && 2 * votes > aggregators.length) {
+        if (rd.agreedNext == 0 && 2 * votes > task.validatorsPerCheck) {
             rd.agreedNext = digest;
             emit CheckpointAgreed(taskId, round, digest, checkpointCid);
         }
@@ -365,8 +373,12 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             revert MarketOutsideWindow(block.timestamp, challengeDeadline, type(uint256).max);
         }
         if (rd.openDisputes != 0) revert MarketOpenDisputes(taskId, round, rd.openDisputes);
-        // Settling draws from the check seed; a round nobody submitted to needs none.
-        if (rd.submissionCount != 0) _requireCheckSeed(taskId, round, rd);
+        // Settling draws from the check seed; a round nobody submitted to needs none. A round that never
+        // had the validators to request one is finalised unchecked: its work is neither paid nor slashed.
+        if (rd.submissionCount != 0) {
+            if (rd.seedBlock == 0 && _members[taskId].length < task.validatorsPerCheck) rd.unverified = true;
+            else _requireCheckSeed(taskId, round, rd);
+        }
         rd.finalised = true;
         // The division first is the point: every round gets the floor, the last one the remainder.
         // slither-disable-next-line divide-before-multiply
@@ -376,7 +388,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         uint256 feeBudget = budget * task.validatorFeeBps / Params.BPS;
         uint256 trainerBudget = budget - feeBudget;
         uint256 unallocated = 0;
-        if (rd.includedUnits != 0) {
+        if (rd.includedUnits != 0 && !rd.unverified) {
             rd.unitsRemaining = rd.includedUnits;
             rd.trainerBudgetRemaining = uint128(trainerBudget);
         } else {
@@ -416,13 +428,16 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (sub.settled) revert MarketAlreadySettled(submissionId);
         sub.settled = true;
         Task storage task = _tasks[taskId];
+        stakeManager.unlock(trainer, task.minTrainerStake);
+        if (rd.unverified) {
+            // Nobody could check it, so nothing is paid or slashed (and nobody voted).
+            emit Settled(submissionId, false, 0, 0);
+            return;
+        }
         address[] memory assigned = Draws.isSampled(rd.checkSeed, submissionId, task.sampleRatePpm)
-            ? _addresses(
-                taskId, Draws.assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck)
-            )
+            ? _holders(taskId, Draws.assigned(rd.checkSeed, submissionId, rd.seatStake, task.validatorsPerCheck))
             : new address[](0);
         Committee memory committee = _upheldCommittee(taskId, submissionId);
-        stakeManager.unlock(trainer, task.minTrainerStake);
         _settleTrainer(taskId, task, rd, sub, submissionId, assigned, committee);
         uint256 penalties = _settleValidators(taskId, task, rd, sub, submissionId, assigned);
         if (penalties != 0) {
@@ -464,7 +479,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function _upheldCommittee(uint256 taskId, uint256 submissionId) private view returns (Committee memory committee) {
         Dispute storage d = _disputes[submissionId];
         if (!d.upheld) return committee;
-        committee.members = _addresses(taskId, _committeeIndices(submissionId, d.seed));
+        committee.members = _holders(taskId, _committee(submissionId, d.seed));
         committee.mask = d.claimValid ? d.validMask : d.votedMask & ~d.validMask;
         committee.disputer = d.disputer;
     }
@@ -609,8 +624,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
-    function validatorsOf(uint256 taskId) external view returns (address[] memory) {
-        return _validators[taskId];
+    function membersOf(uint256 taskId) external view returns (Member[] memory) {
+        return _members[taskId];
     }
 
     /// @inheritdoc ITaskMarket
@@ -662,27 +677,43 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (seed == 0) revert MarketCheckSeedPending(taskId, round, rd.seedBlock);
     }
 
-    /// @dev The caller's seat in the task, refused when it lost it to a slash.
-    function _votingSeat(uint256 taskId) private view returns (Seat storage seat) {
+    /// @dev The caller's seat in the task (refused when it lost it to a slash) and the bits of the
+    ///      `drawn` positions its range holds.
+    function _held(uint256 taskId, uint256[] memory drawn) private view returns (Seat storage seat, uint256 bits) {
         seat = _seats[taskId][msg.sender];
         if (seat.benched) revert MarketValidatorBenched(taskId, msg.sender);
+        bits = Draws.bitsWithin(drawn, seat.from, seat.stake);
     }
 
-    /// @dev The dispute committee of a submission (see {Draws-committeeIndices}).
-    function _committeeIndices(uint256 submissionId, bytes32 disputeSeed) private view returns (uint256[] memory) {
+    /// @dev The positions of a submission's dispute committee: a fresh draw over the round's seat stake.
+    function _committee(uint256 submissionId, bytes32 disputeSeed) private view returns (uint256[] memory) {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        Round storage rd = _rounds[taskId][round];
-        Task storage task = _tasks[taskId];
-        return Draws.committeeIndices(
-            rd.checkSeed, disputeSeed, submissionId, rd.validatorCount, task.validatorsPerCheck, task.sampleRatePpm
-        );
+        return Draws.positions(disputeSeed, _rounds[taskId][round].seatStake, _tasks[taskId].validatorsPerCheck);
     }
 
-    function _addresses(uint256 taskId, uint256[] memory indices) private view returns (address[] memory accounts) {
-        address[] storage validators = _validators[taskId];
-        accounts = new address[](indices.length);
-        for (uint256 i = 0; i < indices.length; ++i) {
-            accounts[i] = validators[indices[i]];
+    /// @dev The task's seat stake: where the next member's range starts.
+    function _seatStake(uint256 taskId) private view returns (uint256) {
+        Member[] storage members = _members[taskId];
+        if (members.length == 0) return 0;
+        Member storage last = members[members.length - 1];
+        return last.from + _seats[taskId][last.account].stake;
+    }
+
+    /// @dev The validators holding `drawn` positions: for each, the member whose range holds it (the
+    ///      last one starting at or below it), by binary search over the joining order. Draws only use
+    ///      ranges that existed at the round's snapshot, and ranges never move.
+    function _holders(uint256 taskId, uint256[] memory drawn) private view returns (address[] memory accounts) {
+        Member[] storage members = _members[taskId];
+        accounts = new address[](drawn.length);
+        for (uint256 j = 0; j < drawn.length; ++j) {
+            uint256 low = 0;
+            uint256 high = members.length; // the answer is in [low, high)
+            while (high - low > 1) {
+                uint256 mid = (low + high) / 2;
+                if (members[mid].from <= drawn[j]) low = mid;
+                else high = mid;
+            }
+            accounts[j] = members[low].account;
         }
     }
 

@@ -61,18 +61,15 @@ contract TaskMarketLens is ITaskMarketLens {
         if (rd.checkSeed == 0 || !Draws.isSampled(rd.checkSeed, submissionId, task.sampleRatePpm)) {
             return new address[](0);
         }
-        return _addresses(
-            taskId, Draws.assignedIndices(rd.checkSeed, submissionId, rd.validatorCount, task.validatorsPerCheck)
-        );
+        return _holders(taskId, Draws.assigned(rd.checkSeed, submissionId, rd.seatStake, task.validatorsPerCheck));
     }
 
     /// @inheritdoc ITaskMarketLens
     function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory) {
         ITaskMarket.Round memory rd = market.getRound(taskId, round);
         if (rd.checkSeed == 0) return new address[](0);
-        return _addresses(
-            taskId, Draws.aggregatorIndices(rd.checkSeed, rd.validatorCount, market.getTask(taskId).validatorsPerCheck)
-        );
+        return
+            _holders(taskId, Draws.aggregators(rd.checkSeed, rd.seatStake, market.getTask(taskId).validatorsPerCheck));
     }
 
     /// @inheritdoc ITaskMarketLens
@@ -88,13 +85,9 @@ contract TaskMarketLens is ITaskMarketLens {
             seed = Draws.disputeSeed(filedHash, submissionId);
         }
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        ITaskMarket.Round memory rd = market.getRound(taskId, round);
-        ITaskMarket.Task memory task = market.getTask(taskId);
-        return _addresses(
+        return _holders(
             taskId,
-            Draws.committeeIndices(
-                rd.checkSeed, seed, submissionId, rd.validatorCount, task.validatorsPerCheck, task.sampleRatePpm
-            )
+            Draws.positions(seed, market.getRound(taskId, round).seatStake, market.getTask(taskId).validatorsPerCheck)
         );
     }
 
@@ -107,11 +100,19 @@ contract TaskMarketLens is ITaskMarketLens {
         return Params.maxSubmissionReward(bounty, rounds, validatorFeeBps);
     }
 
-    function _addresses(uint256 taskId, uint256[] memory indices) private view returns (address[] memory accounts) {
-        address[] memory validators = market.validatorsOf(taskId);
-        accounts = new address[](indices.length);
-        for (uint256 i = 0; i < indices.length; ++i) {
-            accounts[i] = validators[indices[i]];
+    /// @inheritdoc ITaskMarketLens
+    function honestMajority(uint256 colludingSharePpm, uint256 validatorsPerCheck) external pure returns (uint256) {
+        return Params.honestMajority(colludingSharePpm, validatorsPerCheck);
+    }
+
+    /// @dev Each position's holder: the last member whose range starts at or below it.
+    function _holders(uint256 taskId, uint256[] memory drawn) private view returns (address[] memory accounts) {
+        ITaskMarket.Member[] memory members = market.membersOf(taskId);
+        accounts = new address[](drawn.length);
+        for (uint256 j = 0; j < drawn.length; ++j) {
+            uint256 i = members.length - 1;
+            while (members[i].from > drawn[j]) --i;
+            accounts[j] = members[i].account;
         }
     }
 }

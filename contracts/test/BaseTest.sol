@@ -10,6 +10,8 @@ abstract contract BaseTest is ProtocolFixture {
     uint256 internal constant TOKEN = 1e18;
     uint256 internal constant FUNDS = 1_000_000 * TOKEN;
     uint64 internal constant UNBONDING = 7 days;
+    /// @dev Enough that a dispute committee of 3 can be drawn apart from the 3 assigned validators.
+    uint256 internal constant VALIDATORS = 8;
 
     address internal creator;
     address internal auditor;
@@ -22,7 +24,7 @@ abstract contract BaseTest is ProtocolFixture {
         for (uint256 i = 0; i < 3; ++i) {
             trainers.push(_actor(string.concat("trainer", _str(i)), 10 + i));
         }
-        for (uint256 i = 0; i < 5; ++i) {
+        for (uint256 i = 0; i < VALIDATORS; ++i) {
             validators.push(_actor(string.concat("validator", _str(i)), 20 + i));
         }
 
@@ -50,6 +52,7 @@ abstract contract BaseTest is ProtocolFixture {
         p.submitWindow = 100;
         p.validateWindow = 100;
         p.challengeWindow = 100;
+        p.colludingSharePpm = 333_333;
     }
 
     function _createTask(ITaskMarket.TaskParams memory p) internal returns (uint256 taskId) {
@@ -66,7 +69,7 @@ abstract contract BaseTest is ProtocolFixture {
         for (uint256 i = 0; i < validators.length; ++i) {
             _stake(validators[i], IStakeManager.Role.Validator, 200 * TOKEN);
             vm.prank(validators[i]);
-            market.joinTask(taskId);
+            market.joinTask(taskId, p.minValidatorStake);
         }
     }
 
@@ -80,14 +83,67 @@ abstract contract BaseTest is ProtocolFixture {
         id = market.submitWork(taskId, round, "bafy-rollouts", "bafy-update", units, keccak256("proofs"));
     }
 
+    /// @dev Past the submission deadline with the check seed fixed. Draws may give one validator several
+    ///      positions of a check (that is how stake weighs; ValidatorSeats.t.sol tests it): to let these
+    ///      tests speak of "the three assigned validators", this takes the first seed (requesting it 1, 2,
+    ///      ... blocks later) whose draws seat distinct validators on every check and on the aggregators.
     function _warpToValidate(uint256 taskId, uint256 round) internal {
         (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
-        vm.warp(submitDeadline);
-        vm.roll(block.number + 1);
-        market.fixCheckSeed(taskId); // requests the seed from a block two ahead
-        vm.roll(block.number + 3);
-        market.fixCheckSeed(taskId); // fixes it from that block's hash
-        assertTrue(market.getRound(taskId, round).checkSeed != 0, "check seed fixed");
+        uint256 start = block.number;
+        for (uint256 delay = 1; delay < 64; ++delay) {
+            uint256 before = vm.snapshotState();
+            vm.warp(submitDeadline);
+            vm.roll(start + delay);
+            market.fixCheckSeed(taskId); // requests the seed from a block two ahead
+            vm.roll(block.number + 3);
+            market.fixCheckSeed(taskId); // fixes it from that block's hash
+            assertTrue(market.getRound(taskId, round).checkSeed != 0, "check seed fixed");
+            if (_drawsDistinct(taskId, round)) return;
+            vm.revertToState(before);
+        }
+        revert("no seed with distinct draws");
+    }
+
+    /// @dev `disputer` disputes `id` in the first block (1, 2, ... blocks on) whose hash draws a committee
+    ///      of distinct validators none of whom was assigned to `id`, and the chain moves one block on so
+    ///      the committee is drawn. Draws do not exclude the assigned (a committee is a fresh draw by
+    ///      stake); this keeps the tests' roles apart.
+    function _disputeApart(address disputer, uint256 id) internal returns (address[] memory committee) {
+        address[] memory assigned = lens.assignedValidators(id);
+        uint256 start = block.number;
+        for (uint256 delay = 0; delay < 64; ++delay) {
+            uint256 before = vm.snapshotState();
+            vm.roll(start + delay);
+            vm.prank(disputer);
+            market.dispute(id);
+            vm.roll(block.number + 1);
+            committee = lens.disputeCommittee(id);
+            bool apart = _distinct(committee);
+            for (uint256 j = 0; j < committee.length && apart; ++j) {
+                apart = !_isIn(assigned, committee[j]);
+            }
+            if (apart) return committee;
+            vm.revertToState(before);
+        }
+        revert("no block with a committee apart");
+    }
+
+    function _drawsDistinct(uint256 taskId, uint256 round) internal view returns (bool) {
+        if (!_distinct(lens.aggregatorsOf(taskId, round))) return false;
+        for (uint256 i = 0; i < trainers.length; ++i) {
+            uint256 id = lens.submissionIdOf(taskId, round, trainers[i]);
+            if (market.getSubmission(id).workUnits != 0 && !_distinct(lens.assignedValidators(id))) return false;
+        }
+        return true;
+    }
+
+    function _distinct(address[] memory list) internal pure returns (bool) {
+        for (uint256 i = 1; i < list.length; ++i) {
+            for (uint256 j = 0; j < i; ++j) {
+                if (list[i] == list[j]) return false;
+            }
+        }
+        return true;
     }
 
     function _warpToChallenge(uint256 taskId, uint256 round) internal {
@@ -105,9 +161,15 @@ abstract contract BaseTest is ProtocolFixture {
     function _attestAll(uint256 id, bool valid) internal returns (address[] memory assigned) {
         assigned = lens.assignedValidators(id);
         for (uint256 j = 0; j < assigned.length; ++j) {
+            if (_firstAt(assigned, j) != j) continue; // one vote covers every position it holds
             vm.prank(assigned[j]);
             market.attest(id, valid, "bafy-evidence");
         }
+    }
+
+    /// @dev The first index at which `list[j]` appears.
+    function _firstAt(address[] memory list, uint256 j) internal pure returns (uint256 i) {
+        while (list[i] != list[j]) ++i;
     }
 
     function _isIn(address[] memory list, address account) internal pure returns (bool) {
@@ -117,7 +179,7 @@ abstract contract BaseTest is ProtocolFixture {
         return false;
     }
 
-    /// @dev A task validator assigned to nothing in `assigned` (there are 5 validators, 3 assigned).
+    /// @dev A task validator assigned to nothing in `assigned` (there are 8 validators, 3 assigned).
     function _unassignedValidator(address[] memory assigned) internal view returns (address) {
         for (uint256 i = 0; i < validators.length; ++i) {
             if (!_isIn(assigned, validators[i])) return validators[i];

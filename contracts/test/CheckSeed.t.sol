@@ -16,6 +16,7 @@ contract CheckSeedTest is BaseTest {
         super.setUp();
         ITaskMarket.TaskParams memory p = _params();
         p.sampleRatePpm = 500_000;
+        p.colludingSharePpm = 0; // deters at S = R; these tests are about the seed
         p.slashAmount = uint96(450 * TOKEN);
         p.minTrainerStake = p.slashAmount;
         taskId = _readyTask(p);
@@ -69,7 +70,7 @@ contract CheckSeedTest is BaseTest {
         vm.startPrank(late);
         token.approve(address(stakes), type(uint256).max);
         stakes.stake(200 * TOKEN, IStakeManager.Role.Validator);
-        market.joinTask(taskId);
+        market.joinTask(taskId, 100 * TOKEN);
         vm.stopPrank();
         market.fixCheckSeed(taskId);
         assertEq(market.getRound(taskId, 0).validatorCount, counted, "the count of the request");

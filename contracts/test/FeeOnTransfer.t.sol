@@ -67,6 +67,7 @@ contract FeeOnTransferTest is Test {
         p.submitWindow = 60;
         p.validateWindow = 60;
         p.challengeWindow = 60;
+        p.colludingSharePpm = 0; // checked by every validator: this test is about the token
         vm.prank(user);
         vm.expectRevert(
             abi.encodeWithSelector(Pull.TokenTransferMismatch.selector, address(token), 1000 ether, 990 ether)

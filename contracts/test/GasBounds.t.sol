@@ -21,7 +21,7 @@ contract GasBoundsTest is BaseTest {
             vm.startPrank(extra[i]);
             token.approve(address(stakes), type(uint256).max);
             stakes.stake(200 * TOKEN, IStakeManager.Role.Validator);
-            market.joinTask(taskId);
+            market.joinTask(taskId, 100 * TOKEN);
             vm.stopPrank();
         }
     }

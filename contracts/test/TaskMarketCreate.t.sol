@@ -42,7 +42,8 @@ contract TaskMarketCreateTest is BaseTest {
 
     function test_DeterrenceAtTheBoundaryIsAccepted() public {
         ITaskMarket.TaskParams memory p = _params();
-        p.sampleRatePpm = 500_000; // p = 0.5: S >= R exactly
+        p.sampleRatePpm = 500_000; // p = 0.5 and nobody colluding: S >= R exactly
+        p.colludingSharePpm = 0;
         p.slashAmount = uint96(450 * TOKEN);
         p.minTrainerStake = p.slashAmount;
         _createTask(p);
@@ -143,9 +144,21 @@ contract TaskMarketCreateTest is BaseTest {
         market.createTask(p, "m", "e");
     }
 
-    function testFuzz_DeterrenceRule(uint256 ppm, uint256 slash, uint256 bounty, uint256 rounds, uint256 feeBps)
-        public
-    {
+    /// @dev The issue's property: for every parameter set `createTask` accepts, a cheat's expected gain
+    ///      under the stated colluding share is not positive; and the check refuses only where the gain
+    ///      is positive up to its rounding (1e-15 of the stakes). The chance of an honest majority is
+    ///      computed here another way (a dynamic programme over positions at 1e36, bounded below and
+    ///      above) than the contract's (binomial terms at 1e18). Shown to fail by making
+    ///      `Params.honestMajority` count ties as honest (`2 * h >= perCheck`): accepted sets then gain.
+    function testFuzz_CheatingNeverPays(
+        uint256 ppm,
+        uint256 slash,
+        uint256 bounty,
+        uint256 rounds,
+        uint256 feeBps,
+        uint256 colluding,
+        uint256 perCheck
+    ) public {
         ITaskMarket.TaskParams memory p = _params();
         p.sampleRatePpm = uint32(bound(ppm, 1, 1_000_000));
         p.bounty = uint96(bound(bounty, 1, 100_000 * TOKEN));
@@ -153,24 +166,70 @@ contract TaskMarketCreateTest is BaseTest {
         p.validatorFeeBps = uint16(bound(feeBps, 0, 10_000));
         p.slashAmount = uint96(bound(slash, 1, 500_000 * TOKEN));
         p.minTrainerStake = p.slashAmount;
-        uint256 maxReward = lens.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
-        bool deters = uint256(p.sampleRatePpm) * p.slashAmount >= (1_000_000 - uint256(p.sampleRatePpm)) * maxReward;
+        p.colludingSharePpm = uint32(bound(colluding, 0, 499_999));
+        p.validatorsPerCheck = uint8(bound(perCheck, 1, 16));
+        uint256 reward = lens.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
+        (uint256 low, uint256 high) = _honestMajorityBounds(p.colludingSharePpm, p.validatorsPerCheck);
         vm.prank(creator);
-        if (!deters) {
-            vm.expectRevert(
-                abi.encodeWithSelector(
-                    ITaskMarket.MarketDeterrenceTooLow.selector, p.sampleRatePpm, p.slashAmount, maxReward
-                )
-            );
+        (bool accepted,) = address(market).call(abi.encodeCall(market.createTask, (p, "m", "e")));
+        if (accepted) {
+            // Expected gain times 1e42, at the smallest honest-majority chance the truth can be: <= 0.
+            uint256 caught = p.sampleRatePpm * low;
+            assertTrue(caught * p.slashAmount >= (1e42 - caught) * reward, "an accepted task lets cheating pay");
+        } else {
+            uint256 caught = p.sampleRatePpm * high;
+            uint256 slack = (uint256(p.slashAmount) + reward) * 1e27; // 1e-15 of the stakes, times 1e42
+            assertTrue(caught * p.slashAmount < (1e42 - caught) * reward + slack, "refused a task that deters");
         }
-        market.createTask(p, "m", "e");
+    }
+
+    /// @dev Bounds on P(more than half of `k` positions honest), each colluding with chance c, at 1e36.
+    function _honestMajorityBounds(uint256 colludingPpm, uint256 k) internal pure returns (uint256, uint256) {
+        uint256 one = 1e36;
+        uint256 c = colludingPpm * 1e30;
+        uint256[17] memory low; // low[h]: P(h honest so far), rounded down
+        uint256[17] memory high; // rounded up
+        low[0] = one;
+        high[0] = one;
+        for (uint256 n = 1; n <= k; ++n) {
+            for (uint256 h = n; h > 0; --h) {
+                low[h] = (low[h] * c + low[h - 1] * (one - c)) / one;
+                high[h] = (high[h] * c + high[h - 1] * (one - c) + one - 1) / one;
+            }
+            low[0] = low[0] * c / one;
+            high[0] = (high[0] * c + one - 1) / one;
+        }
+        uint256 lowSum;
+        uint256 highSum;
+        for (uint256 h = k / 2 + 1; h <= k; ++h) {
+            lowSum += low[h];
+            highSum += high[h];
+        }
+        return (lowSum, highSum > one ? one : highSum);
+    }
+
+    function test_HonestMajorityIsExactWhereItCanBe() public view {
+        // Nobody colluding: every position honest. A third colluding, three positions: 20/27.
+        assertEq(lens.honestMajority(0, 3), 1e18, "all honest");
+        uint256 twentyOver27 = lens.honestMajority(333_333, 3);
+        assertTrue(twentyOver27 <= 740_741_481_481_481_481 && twentyOver27 > 740_740e12, "20/27");
+        // One position: honest with chance 1 - c.
+        assertEq(lens.honestMajority(250_000, 1), 0.75e18, "1 - c");
+        // Two positions: a tie is no majority, so both must be honest.
+        assertEq(lens.honestMajority(250_000, 2), 0.5625e18, "(1 - c)^2");
+    }
+
+    function test_RevertWhen_ColludingShareIsAMajority() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.colludingSharePpm = 500_000;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterAbove.selector, "colludingSharePpm", 500_000, 499_999);
     }
 
     function test_JoinAndLeave() public {
         ITaskMarket.TaskParams memory p = _params();
         p.rounds = 1;
         uint256 taskId = _readyTask(p);
-        assertEq(market.validatorsOf(taskId).length, 5, "validators");
+        assertEq(market.membersOf(taskId).length, VALIDATORS, "validators");
         assertEq(stakes.accountOf(validators[0]).locked, 100 * TOKEN, "locked while the task runs");
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketTaskNotEnded.selector, taskId));
@@ -189,7 +248,7 @@ contract TaskMarketCreateTest is BaseTest {
         uint256 taskId = _readyTask(_params());
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyJoined.selector, taskId, validators[0]));
-        market.joinTask(taskId);
+        market.joinTask(taskId, 100 * TOKEN);
         vm.prank(trainers[0]);
         vm.expectRevert(
             abi.encodeWithSelector(
@@ -199,9 +258,9 @@ contract TaskMarketCreateTest is BaseTest {
                 IStakeManager.Role.Validator
             )
         );
-        market.joinTask(taskId);
+        market.joinTask(taskId, 100 * TOKEN);
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketUnknownTask.selector, 7));
-        market.joinTask(7);
+        market.joinTask(7, 100 * TOKEN);
     }
 }

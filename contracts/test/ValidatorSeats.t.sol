@@ -5,9 +5,9 @@ import {BaseTest} from "./BaseTest.sol";
 import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
 import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
 
-/// @dev Validators answer for their votes (issue 17, item 4). A one-round task in which every one of
-///      the 5 validators checks every submission (3 of 5 decide), so who is assigned never depends on
-///      the seed; a losing vote costs 100 of a validator's 200 and the task asks for 150.
+/// @dev Validators answer for their votes (issue 17, item 4). A two-round task in which 5 distinct
+///      validators of the 8 check each submission (3 of 5 decide); a losing vote costs 100 of a
+///      validator's 200 and the task asks for 150.
 contract ValidatorSeatsTest is BaseTest {
     uint256 internal taskId;
     uint256 internal cheat;

@@ -12,6 +12,7 @@ from web3.logs import DISCARD
 from web3.types import TxReceipt
 
 from protocol.accounts import Signer
+from protocol.chain.assignment import Member
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment
 from protocol.chain.ids import checkpoint_digests, submission_id
@@ -48,12 +49,15 @@ class StakeAccount:
 
 @dataclass(frozen=True)
 class Seat:
-    """`ITaskMarket.Seat`: a validator's place in a task's draws (index + 1; 0 when not joined), its votes
-    not settled yet (its stake answers for them until they are), and whether a slash took its seat."""
+    """`ITaskMarket.Seat`: a validator's place in a task's joining order (index + 1; 0 when not joined), the
+    positions it voted on that are not settled yet (its stake answers for them until they are), whether a
+    slash took its seat, and the range of seat stake it holds in the draws, `[seat_from, seat_from + stake)`."""
 
     slot: int
     pending_votes: int
     benched: bool
+    seat_from: int
+    stake: int
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,8 @@ class RoundState:
     open_disputes: int
     checkpoint_epoch: int
     finalised: bool
+    unverified: bool  # finalised with too few validators to check it: nothing paid, nothing slashed
+    seat_stake: int  # the seat stake the round's draws share out (snapshot with validator_count)
     included_units: int
     attest_count: int
     checks_remaining: int
@@ -235,9 +241,12 @@ class Crucible:
         (event,) = self.market.events.TaskCreated().process_receipt(receipt, errors=DISCARD)
         return int(event["args"]["taskId"])
 
-    def join_task(self, signer: Signer, task_id: int) -> TxReceipt:
-        """Joins a task as a validator."""
-        return self.chain.transact(self.market.functions.joinTask(task_id), signer)
+    def join_task(self, signer: Signer, task_id: int, stake_wei: int | None = None) -> TxReceipt:
+        """Joins a task as a validator, locking `stake_wei` (default: the task's minimum): the weight of
+        its seat in every draw."""
+        if stake_wei is None:
+            stake_wei = self.task(task_id).min_validator_stake
+        return self.chain.transact(self.market.functions.joinTask(task_id, stake_wei), signer)
 
     def leave_task(self, signer: Signer, task_id: int) -> TxReceipt:
         """Leaves an ended task."""
@@ -376,9 +385,16 @@ class Crucible:
         """The dispute committee of a submission."""
         return list(self.chain.call(self.lens.functions.disputeCommittee(submission)))
 
+    def members_of(self, task_id: int) -> list[Member]:
+        """A task's validators in joining order, with where each one's range of seat stake starts."""
+        return [
+            Member(str(account), int(start))
+            for account, start in self.chain.call(self.market.functions.membersOf(task_id))
+        ]
+
     def validators_of(self, task_id: int) -> list[str]:
-        """A task's validators."""
-        return list(self.chain.call(self.market.functions.validatorsOf(task_id)))
+        """A task's validators, in joining order."""
+        return [member.account for member in self.members_of(task_id)]
 
     def seat_of(self, task_id: int, address: str) -> Seat:
         """A validator's seat in a task."""

@@ -162,9 +162,13 @@ class Chain:
         """Whether a contract is deployed at `address`."""
         return len(self._rpc(lambda: self.w3.eth.get_code(Web3.to_checksum_address(address)))) > 0
 
-    def deploy(self, name: str, signer: Signer, *constructor_args: Any) -> tuple[str, TxReceipt]:
-        """Deploys `name` from `signer`; returns its address and the receipt."""
-        factory = self.w3.eth.contract(abi=artifact(name).abi, bytecode=artifact(name).bytecode)
+    def deploy(
+        self, name: str, signer: Signer, *constructor_args: Any, libraries: dict[str, str] | None = None
+    ) -> tuple[str, TxReceipt]:
+        """Deploys `name` from `signer`, linked to the deployed `libraries` (name -> address) it calls;
+        returns its address and the receipt."""
+        code = artifact(name).linked(libraries or {})
+        factory = self.w3.eth.contract(abi=artifact(name).abi, bytecode=code)
         receipt = self._send(signer, factory.constructor(*constructor_args), 0)
         return str(receipt["contractAddress"]), receipt
 

@@ -23,6 +23,20 @@ class ContractArtifact:
     name: str
     abi: list[dict[str, Any]]
     bytecode: str
+    # Library name -> byte offsets in `bytecode` where its address goes (solc's link references).
+    links: dict[str, tuple[int, ...]]
+
+    def linked(self, libraries: dict[str, str]) -> str:
+        """The bytecode with each library's deployed address written at its link references."""
+        missing = set(self.links) - set(libraries)
+        if missing:
+            raise ChainError(f"{self.name} needs the address of library {', '.join(sorted(missing))} to deploy")
+        code = bytearray.fromhex(self.bytecode.removeprefix("0x"))
+        for library, offsets in self.links.items():
+            address = bytes.fromhex(libraries[library].removeprefix("0x"))
+            for offset in offsets:
+                code[offset : offset + 20] = address
+        return "0x" + code.hex()
 
 
 @cache
@@ -32,7 +46,19 @@ def artifact(name: str) -> ContractArtifact:
     if not path.exists():
         raise ChainError(f"contract artifact {path} is missing: run `make build`")
     data = json.loads(path.read_text())
-    return ContractArtifact(name=name, abi=data["abi"], bytecode=data["bytecode"]["object"])
+    bytecode = data["bytecode"]
+    links = {
+        library: tuple(reference["start"] for reference in references)
+        for by_library in bytecode.get("linkReferences", {}).values()
+        for library, references in by_library.items()
+    }
+    # A placeholder (`__$…$__`) is not hex: blank it until `linked` writes the address.
+    code = bytecode["object"]
+    for offsets in links.values():
+        for offset in offsets:
+            at = 2 + 2 * offset if code.startswith("0x") else 2 * offset
+            code = code[:at] + "00" * 20 + code[at + 40 :]
+    return ContractArtifact(name=name, abi=data["abi"], bytecode=code, links=links)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ UINT96_MAX = 2**96 - 1
 UINT32_MAX = 2**32 - 1
 MAX_ROUNDS = 1000  # Params.MAX_ROUNDS: each round can be stalled a window by a dispute
 MIN_WINDOW_S = 5  # Params.MIN_WINDOW: a shorter window may hold no block at all
+MAX_COMMITTEE = 16  # Params.MAX_COMMITTEE
 
 
 def max_submission_reward(bounty_wei: int, rounds: int, validator_fee_bps: int) -> int:
@@ -21,21 +22,52 @@ def max_submission_reward(bounty_wei: int, rounds: int, validator_fee_bps: int) 
     return last_round - last_round * validator_fee_bps // BPS
 
 
-def deterrence_ratio(sample_rate_ppm: int, slash_wei: int, max_reward_wei: int) -> float:
-    """Returns p*S / ((1-p)*R) (infinite when every submission is checked or nothing can be won)."""
-    gain = (PPM - sample_rate_ppm) * max_reward_wei
-    return sample_rate_ppm * slash_wei / gain if gain else float("inf")
+ONE = 10**18  # Params.ONE: the fixed-point unit of probabilities
+# The largest share of seat stake assumed to collude with a cheat when nobody says (a third, as in
+# BFT-style assumptions); the chain refuses half or more, where no check can be trusted.
+DEFAULT_COLLUDING_SHARE_PPM = 333_333
+MAX_COLLUDING_SHARE_PPM = PPM // 2 - 1
 
 
-def least_deterrent_slash(sample_rate_ppm: int, max_reward_wei: int, unit_wei: int) -> int:
-    """Returns the smallest slash, in whole units of `unit_wei`, with p*S >= (1-p)*R (at least one unit)."""
-    least = -(-(PPM - sample_rate_ppm) * max_reward_wei // sample_rate_ppm)
+def _power(x: int, n: int) -> int:
+    result = ONE
+    for _ in range(n):
+        result = result * x // ONE
+    return result
+
+
+def honest_majority(colluding_ppm: int, per_check: int) -> int:
+    """The chance, in units of ONE rounded down as `Params.honestMajority` rounds it, that more than half of
+    `per_check` positions are honest when each is a colluder's with chance `colluding_ppm` / 1e6 on its own."""
+    c = colluding_ppm * (ONE // PPM)
+    chance, choose, h = 0, 1, per_check
+    while 2 * h > per_check:
+        chance += choose * (_power(ONE - c, h) * _power(c, per_check - h) // ONE)
+        choose = choose * h // (per_check - h + 1)
+        h -= 1
+    return chance
+
+
+def caught_chance(sample_rate_ppm: int, colluding_ppm: int, per_check: int) -> int:
+    """q, the chance a cheat is caught (sampled, and an honest majority on its positions), in PPM * ONE."""
+    return sample_rate_ppm * honest_majority(colluding_ppm, per_check)
+
+
+def deterrence_ratio(caught: int, slash_wei: int, max_reward_wei: int) -> float:
+    """Returns q*S / ((1-q)*R) for `caught` = q in PPM * ONE (infinite when nothing can be won)."""
+    gain = (PPM * ONE - caught) * max_reward_wei
+    return caught * slash_wei / gain if gain else float("inf")
+
+
+def least_deterrent_slash(caught: int, max_reward_wei: int, unit_wei: int) -> int:
+    """Returns the smallest slash, in whole units of `unit_wei`, with q*S >= (1-q)*R (at least one unit)."""
+    least = -(-(PPM * ONE - caught) * max_reward_wei // caught) if caught else 0
     return max(unit_wei, -(-least // unit_wei) * unit_wei)
 
 
-def deters(sample_rate_ppm: int, slash_wei: int, max_reward_wei: int) -> bool:
-    """Whether p*S >= (1-p)*R, in exact integers as the chain checks it."""
-    return sample_rate_ppm * slash_wei >= (PPM - sample_rate_ppm) * max_reward_wei
+def deters(caught: int, slash_wei: int, max_reward_wei: int) -> bool:
+    """Whether q*S >= (1-q)*R, in exact integers as the chain checks it."""
+    return caught * slash_wei >= (PPM * ONE - caught) * max_reward_wei
 
 
 class TaskParams(BaseModel):
@@ -44,7 +76,9 @@ class TaskParams(BaseModel):
     bounty_wei: int = Field(gt=0, le=UINT96_MAX, description="Escrowed bounty, split evenly across rounds.")
     rounds: int = Field(ge=1, le=MAX_ROUNDS, description="Number of rounds.")
     sample_rate_ppm: int = Field(gt=0, le=PPM, description="Probability a submission is checked, per million.")
-    validators_per_check: int = Field(ge=1, le=16, description="Validators assigned to each sampled submission.")
+    validators_per_check: int = Field(
+        ge=1, le=MAX_COMMITTEE, description="Validators assigned to each sampled submission."
+    )
     validator_fee_bps: int = Field(ge=0, le=BPS, description="Share of each round's budget for validators' checks.")
     finder_share_bps: int = Field(ge=0, le=BPS, description="Share of a trainer's slash paid to those who found it.")
     slash_wei: int = Field(gt=0, le=UINT96_MAX, description="Slash of a trainer whose work is proven invalid.")
@@ -61,6 +95,12 @@ class TaskParams(BaseModel):
     validate_window_s: int = Field(ge=MIN_WINDOW_S, le=UINT32_MAX, description="Seconds for validators to attest.")
     challenge_window_s: int = Field(
         ge=MIN_WINDOW_S, le=UINT32_MAX, description="Seconds for disputes; also a dispute's voting time."
+    )
+    colluding_share_ppm: int = Field(
+        DEFAULT_COLLUDING_SHARE_PPM,
+        ge=0,
+        le=MAX_COLLUDING_SHARE_PPM,
+        description="Largest share of seat stake assumed to collude with a cheat, per million (below half).",
     )
 
     @model_validator(mode="after")
@@ -81,14 +121,19 @@ class TaskParams(BaseModel):
         return max_submission_reward(self.bounty_wei, self.rounds, self.validator_fee_bps)
 
     @property
+    def caught(self) -> int:
+        """q, the chance a cheat is caught, in PPM * ONE (see `caught_chance`)."""
+        return caught_chance(self.sample_rate_ppm, self.colluding_share_ppm, self.validators_per_check)
+
+    @property
     def deterrence(self) -> float:
-        """p*S / ((1-p)*R), which the chain requires to be at least 1."""
-        return deterrence_ratio(self.sample_rate_ppm, self.slash_wei, self.max_reward_wei)
+        """q*S / ((1-q)*R), which the chain requires to be at least 1."""
+        return deterrence_ratio(self.caught, self.slash_wei, self.max_reward_wei)
 
     @property
     def deters(self) -> bool:
         """Whether the chain's deterrence check accepts these numbers."""
-        return deters(self.sample_rate_ppm, self.slash_wei, self.max_reward_wei)
+        return deters(self.caught, self.slash_wei, self.max_reward_wei)
 
     @classmethod
     def from_contract(cls, struct: Mapping[str, Any]) -> TaskParams:
@@ -123,6 +168,7 @@ CONTRACT_NAMES = {
     "submit_window_s": "submitWindow",
     "validate_window_s": "validateWindow",
     "challenge_window_s": "challengeWindow",
+    "colluding_share_ppm": "colludingSharePpm",
 }
 
 

@@ -17,7 +17,7 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.devnet import AnvilNode
-from protocol.chain.params import TaskParams, demo_task_params
+from protocol.chain.params import TaskParams, demo_task_params, honest_majority, least_deterrent_slash
 from protocol.errors import ChainError, ContractRevert
 
 pytestmark = pytest.mark.integration
@@ -98,7 +98,7 @@ def test_receipt_waits_for_confirmation_depth(anvil: AnvilNode, crucible: Crucib
 
 def test_custom_errors_decoded(crucible: Crucible, dev: list[Signer]) -> None:
     with pytest.raises(ContractRevert) as caught:
-        crucible.join_task(dev[4], 42)
+        crucible.join_task(dev[4], 42, TOKEN)
     assert caught.value.name == "MarketUnknownTask"
     assert caught.value.args_by_name == {"taskId": 42}
     crucible.stake(dev[4], 10 * TOKEN, Role.VALIDATOR)
@@ -116,6 +116,8 @@ def test_custom_errors_decoded(crucible: Crucible, dev: list[Signer]) -> None:
         ({"dispute_bond_wei": 9 * TOKEN}, "MarketParameterBelow",
          {"name": "disputeBond", "value": 9 * TOKEN, "least": 10 * TOKEN}),
         ({"submit_window_s": 4}, "MarketParameterBelow", {"name": "submitWindow", "value": 4, "least": 5}),
+        ({"colluding_share_ppm": 500_000}, "MarketParameterAbove",
+         {"name": "colludingSharePpm", "value": 500_000, "most": 499_999}),
     ],
 )  # fmt: skip
 def test_the_chain_refuses_what_task_params_refuses(
@@ -130,6 +132,26 @@ def test_the_chain_refuses_what_task_params_refuses(
     with pytest.raises(ContractRevert) as caught:
         crucible.create_task(dev[0], TaskParams.model_construct(None, **values), model, env)
     assert (caught.value.name, caught.value.args_by_name) == (error, args)
+
+
+def test_the_deterrence_twin_agrees_with_the_chain(crucible: Crucible, dev: list[Signer]) -> None:
+    """`honest_majority` is Params.honestMajority bit for bit, and the least slash the twin finds deters on
+    chain while one token less is refused. Broken version: make the twin count ties as honest
+    (`2 * h >= per_check`) and the figures part at every even committee size."""
+    for colluding in (0, 1, 99_999, 250_000, 333_333, 499_999):
+        for per_check in (1, 2, 3, 4, 7, 16):
+            chain = crucible.chain.call(crucible.lens.functions.honestMajority(colluding, per_check))
+            assert chain == honest_majority(colluding, per_check), (colluding, per_check)
+    model, env = cid_of_bytes(b"model"), cid_of_bytes(b"env")
+    base = demo_task_params(sample_rate_ppm=400_000, colluding_share_ppm=200_000, validators_per_check=4)
+    least = least_deterrent_slash(base.caught, base.max_reward_wei, 1)
+    at_least = base.model_copy(update={"slash_wei": least, "min_trainer_stake_wei": least})
+    assert at_least.deters and crucible.create_task(dev[0], at_least, model, env) > 0
+    below = at_least.model_copy(update={"slash_wei": least - 1})
+    assert not below.deters
+    with pytest.raises(ContractRevert) as caught:
+        crucible.create_task(dev[0], below, model, env)
+    assert caught.value.name == "MarketDeterrenceTooLow"
 
 
 def test_reverted_view_decoded(crucible: Crucible) -> None:

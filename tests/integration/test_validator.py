@@ -23,10 +23,11 @@ from protocol.accounts import Signer
 from protocol.artifacts.manifest import load_state_dict
 from protocol.artifacts.store import LocalStore
 from protocol.chain.assignment import (
-    aggregator_indices,
-    assigned_indices,
-    committee_indices,
+    aggregator_positions,
+    assigned_positions,
+    committee_positions,
     dispute_seed,
+    holders,
     is_sampled,
 )
 from protocol.chain.client import Crucible, Role
@@ -94,14 +95,14 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
     crucible = fix_check_seed_where(crucible.chain.rpc_url, deployment, dev[9], task_id, lazy_checks_a_cheat)
     # The validators find their duties with protocol/chain/assignment.py: the same draws as the market's views.
     state = crucible.round(task_id, 0)
-    members = crucible.validators_of(task_id)[: state.validator_count]
+    members = crucible.members_of(task_id)[: state.validator_count]
     for event in crucible.submissions(task_id, 0):
         sid = submission_id(task_id, 0, event["trainer"])
-        drawn = assigned_indices(state.check_seed, sid, state.validator_count, params.validators_per_check)
+        drawn = assigned_positions(state.check_seed, sid, state.seat_stake, params.validators_per_check)
         assert is_sampled(state.check_seed, sid, params.sample_rate_ppm) == crucible.is_sampled(sid)
-        assert [members[i] for i in drawn] == crucible.assigned_validators(sid)
-    drawn = aggregator_indices(state.check_seed, state.validator_count, params.validators_per_check)
-    assert [members[i] for i in drawn] == crucible.aggregators(task_id, 0)
+        assert holders(members, drawn) == crucible.assigned_validators(sid)
+    drawn = aggregator_positions(state.check_seed, state.seat_stake, params.validators_per_check)
+    assert holders(members, drawn) == crucible.aggregators(task_id, 0)
     for name, (_, key) in validators.items():
         adversary = ["--adversary", "lazy"] if name == "lazy" else []
         roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "2", *adversary, key=key)
@@ -261,15 +262,13 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     # Broken version for the dispute: NodeOptions.disputes_rejections returning False → no dispute, the
     # honest submission stays rejected and `resolved[honest_id]` raises KeyError.
     resolved = {int(e["submissionId"]): e for e in crucible.events("TaskMarket", "DisputeResolved")}
-    # Committees as protocol/chain/assignment.py draws them: the market's, none of the assigned validators.
+    # Committees as protocol/chain/assignment.py draws them: the market's, a fresh draw by seat stake.
     state = crucible.round(task_id, 0)
-    members = crucible.validators_of(task_id)[: state.validator_count]
+    members = crucible.members_of(task_id)[: state.validator_count]
     for sid in (honest_id, cheat_id):
         filed = crucible.chain.w3.eth.get_block(crucible.dispute_state(sid).filed_block)["hash"]
-        drawn = committee_indices(state.check_seed, dispute_seed(bytes(filed), sid), sid, state.validator_count,
-                                  params.validators_per_check, params.sample_rate_ppm)  # fmt: skip
-        assert [members[i] for i in drawn] == crucible.dispute_committee(sid)
-        assert not set(crucible.dispute_committee(sid)) & set(crucible.assigned_validators(sid))
+        drawn = committee_positions(dispute_seed(bytes(filed), sid), state.seat_stake, params.validators_per_check)
+        assert holders(members, drawn) == crucible.dispute_committee(sid)
     # The wrongly rejected honest node won: accepted, paid, its bond back and its stake whole.
     assert resolved[honest_id]["upheld"] and not resolved[honest_id]["rejected"]
     assert [e["rejected"] for e in crucible.events("TaskMarket", "Settled", submissionId=honest_id)] == [False]

@@ -11,7 +11,7 @@ import torch
 from node.adversary import adversary_of
 from node.work import RoundWork, produce_work
 from protocol.artifacts.cid import cid_of_bytes
-from protocol.chain.assignment import aggregator_indices, assigned_indices, committee_indices, draw, is_sampled
+from protocol.chain.assignment import Member, aggregator_positions, assigned_positions, bits_within, holders, is_sampled
 from protocol.chain.ids import commitment
 from protocol.errors import ArtifactError
 from protocol.ml.envs.spec import EnvSpec
@@ -155,18 +155,27 @@ def test_evidence_round_trips_and_records_the_failure(tiny: LoadedModel, spec: E
         parse_evidence(b'{"schema": "other"}', "e")
 
 
-def test_draws_are_distinct_bounded_and_exclude_what_they_must() -> None:
+def test_draws_weigh_seats_by_stake() -> None:
     seed = b"\x07" * 32
-    for n, count, excluded in [(5, 3, []), (100, 16, []), (10, 3, [1, 2, 3]), (200, 5, [0, 7])]:
-        chosen = draw(seed, n, count, excluded)
-        assert len(chosen) == len(set(chosen)) == count
-        assert all(0 <= i < n and i not in excluded for i in chosen)
-    assert len({tuple(assigned_indices(seed, sid, 9, 3)) for sid in range(20)}) > 1  # depends on the submission
-    assert len(aggregator_indices(seed, 2, 3)) == 2
+    # Positions fall in [0, total) and depend on the submission.
+    drawn = assigned_positions(seed, 1, 1000, 16)
+    assert len(drawn) == 16 and all(0 <= p < 1000 for p in drawn)
+    assert len({tuple(assigned_positions(seed, sid, 10**21, 3)) for sid in range(20)}) == 20
+    assert aggregator_positions(seed, 500, 3) != assigned_positions(seed, 0, 500, 3)
     sampled = sum(is_sampled(seed, sid, 250_000) for sid in range(2000))
     assert 400 < sampled < 600
-    committee = committee_indices(seed, b"\x09" * 32, 1, 6, 3, 1_000_000)
-    assert not set(committee) & set(assigned_indices(seed, 1, 6, 3)) and len(committee) == 3
+    # A member holds the positions in its range: one seat of 300 holds what three seats of 100 there do.
+    members = [Member("a", 0), Member("b", 100), Member("c", 400)]
+    split = [Member("a", 0), Member("b1", 100), Member("b2", 200), Member("b3", 300), Member("c", 400)]
+    for sid in range(50):
+        drawn = assigned_positions(seed, sid, 500, 5)
+        whole = holders(members, drawn)
+        parts = holders(split, drawn)
+        assert [h == "b" for h in whole] == [h.startswith("b") for h in parts]
+        assert bits_within(drawn, 100, 300) == sum(1 << j for j, h in enumerate(whole) if h == "b")
+    # Over many draws each seat's share of positions is its share of the stake (b: 60 %).
+    share = sum(holders(members, assigned_positions(seed, sid, 500, 3)).count("b") for sid in range(2000)) / 6000
+    assert 0.57 < share < 0.63
 
 
 def test_replaying_many_completions_at_once_equals_one_by_one(spec: EnvSpec) -> None:

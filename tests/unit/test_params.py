@@ -1,14 +1,32 @@
 import pytest
 from pydantic import ValidationError
 
-from protocol.chain.params import TaskParams, demo_task_params, deters, least_deterrent_slash, max_submission_reward
+from fractions import Fraction
+from math import comb
+
+from protocol.chain.params import (
+    ONE,
+    PPM,
+    TaskParams,
+    caught_chance,
+    demo_task_params,
+    deters,
+    honest_majority,
+    least_deterrent_slash,
+    max_submission_reward,
+)
 
 TOKEN = 10**18
 
 
 def params(**changes: int) -> TaskParams:
-    """The demo's numbers at p = 1/2, where the deterrence boundary is S = R = 450 tokens."""
-    at_half = {"sample_rate_ppm": 500_000, "slash_wei": 450 * TOKEN, "min_trainer_stake_wei": 450 * TOKEN}
+    """The demo's numbers at p = 1/2 with nobody colluding, where the deterrence boundary is S = R = 450 tokens."""
+    at_half = {
+        "sample_rate_ppm": 500_000,
+        "slash_wei": 450 * TOKEN,
+        "min_trainer_stake_wei": 450 * TOKEN,
+        "colluding_share_ppm": 0,
+    }
     return demo_task_params(**(at_half | changes))
 
 
@@ -22,7 +40,33 @@ def test_deterrence_boundary_is_exact() -> None:
     assert params().deters
     assert params().deterrence == 1.0
     assert not params(slash_wei=450 * TOKEN - 1).deters
-    assert deters(1_000_000, 1, 10**30)  # every submission checked: always deters
+    assert deters(PPM * ONE, 1, 10**30)  # every cheat caught: always deters
+
+
+def test_honest_majority_is_the_binomial_tail_rounded_down() -> None:
+    """Params.honestMajority's twin, against exact fractions (the chain's own figure is compared with this one
+    in tests/integration/test_chain.py)."""
+    for colluding in (0, 1, 123_456, 333_333, 499_999):
+        for per_check in range(1, 17):
+            c = Fraction(colluding, PPM)
+            exact = sum(comb(per_check, h) * (1 - c) ** h * c ** (per_check - h) for h in range(per_check // 2 + 1, per_check + 1))
+            got = honest_majority(colluding, per_check)
+            assert got <= exact * ONE < got + 10**6, (colluding, per_check)
+    assert honest_majority(250_000, 2) == 9 * ONE // 16  # a tie is no majority: both honest
+
+
+def test_collusion_raises_the_slash_that_deters() -> None:
+    # A third colluding over 3 positions: an honest majority with chance 20/27, so at p = 1/2 a cheat is
+    # caught with q = 10/27 and S must be at least (17/10) R.
+    third = params(colluding_share_ppm=333_333)
+    assert abs(third.caught / (PPM * ONE) - 10 / 27) < 1e-6
+    assert not third.deters
+    least = least_deterrent_slash(third.caught, third.max_reward_wei, TOKEN)
+    assert least == 765 * TOKEN  # (17/10) * 450, a little less with c = 0.333333 than at exactly 1/3
+    assert params(colluding_share_ppm=333_333, slash_wei=least, min_trainer_stake_wei=least).deters
+    assert not params(colluding_share_ppm=333_333, slash_wei=least - TOKEN, min_trainer_stake_wei=least).deters
+    with pytest.raises(ValidationError, match="less than or equal to 499999"):
+        params(colluding_share_ppm=500_000)
 
 
 def test_slash_must_be_collectable() -> None:
@@ -55,11 +99,12 @@ def test_creation_limits_at_their_bounds_accepted() -> None:
 
 def test_contract_order_of_fields() -> None:
     assert params().as_contract_tuple()[:3] == (1000 * TOKEN, 2, 500_000)
-    assert len(params().as_contract_tuple()) == 15
+    assert len(params().as_contract_tuple()) == 16 and params().as_contract_tuple()[-1] == 0
 
 
 def test_least_deterrent_slash_is_the_boundary() -> None:
     reward = max_submission_reward(1000 * TOKEN, 2, 1000)  # 450 tokens
-    slash = least_deterrent_slash(100_000, reward, TOKEN)  # p = 0.1: S >= 9 R = 4050
-    assert slash == 4050 * TOKEN and deters(100_000, slash, reward) and not deters(100_000, slash - TOKEN, reward)
-    assert least_deterrent_slash(1_000_000, reward, TOKEN) == TOKEN
+    caught = caught_chance(100_000, 0, 3)  # p = 0.1, nobody colluding: S >= 9 R = 4050
+    slash = least_deterrent_slash(caught, reward, TOKEN)
+    assert slash == 4050 * TOKEN and deters(caught, slash, reward) and not deters(caught, slash - TOKEN, reward)
+    assert least_deterrent_slash(caught_chance(PPM, 0, 3), reward, TOKEN) == TOKEN

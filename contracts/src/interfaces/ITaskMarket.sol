@@ -40,6 +40,9 @@ interface ITaskMarket {
         uint32 validateWindow;
         /// Seconds from the attestation deadline to the end of the challenge window; also a dispute's voting time.
         uint32 challengeWindow;
+        /// The largest share of the task's seat stake that may collude with a cheat, in parts per million
+        /// (below half): the deterrence check counts the chance that they hold a cheat's check.
+        uint32 colludingSharePpm;
     }
 
     /// @notice A task as stored.
@@ -78,6 +81,8 @@ interface ITaskMarket {
         uint16 openDisputes;
         uint16 checkpointEpoch;
         bool finalised;
+        bool unverified; // finalised with too few validators to check it: nothing paid, nothing slashed
+        uint96 seatStake; // the seat stake the round's draws share out (snapshot with `validatorCount`)
         uint96 includedUnits;
         uint32 attestCount;
         uint32 checksRemaining;
@@ -113,12 +118,23 @@ interface ITaskMarket {
         bytes32 seed;
     }
 
-    /// @notice A validator's seat in a task: its place in the joining order, the votes it cast that are
-    ///         not settled yet (its stake stays locked until they are), and whether it lost the seat.
+    /// @notice A validator's seat in a task: its place in the joining order, the positions it voted on
+    ///         that are not settled yet (its stake stays locked until they are), whether it lost the seat,
+    ///         and the range of seat stake it holds, `[from, from + stake)`: a drawn position in that range
+    ///         is its to vote on.
     struct Seat {
-        uint32 slot; // index in `validatorsOf` plus one; zero when not joined (or left)
-        uint32 pendingVotes;
+        uint32 slot; // index in `membersOf` plus one; zero when not joined (or left)
+        uint24 pendingVotes;
         bool benched; // slashed below the task's minimum validator stake: it may not vote again
+        uint96 from;
+        uint96 stake; // what it locked to join, at least the task's minimum validator stake
+    }
+
+    /// @notice A task's validator in joining order and where its range of seat stake starts (it ends
+    ///         where the next member's starts, or at the round's `seatStake`).
+    struct Member {
+        address account;
+        uint96 from;
     }
 
     /// @notice What a credit paid for.
@@ -138,8 +154,11 @@ interface ITaskMarket {
     event RoundOpened(
         uint256 indexed taskId, uint256 indexed round, bytes32 checkpoint, bytes32 workSeed, uint40 openedAt
     );
-    /// @notice A validator joined a task at `index` in its joining order (the order draws index).
-    event ValidatorJoined(uint256 indexed taskId, address indexed validator, uint256 index);
+    /// @notice A validator joined a task at `index` in its joining order, locking `stake`: it holds the
+    ///         seat stake range `[from, from + stake)` in every draw made after this.
+    event ValidatorJoined(
+        uint256 indexed taskId, address indexed validator, uint256 index, uint256 from, uint256 stake
+    );
     /// @notice A validator left a task; it is drawn no more in rounds whose check seed is fixed after this.
     event ValidatorLeft(uint256 indexed taskId, address indexed validator);
     /// @notice A slash left a validator below the task's minimum stake: it keeps its place in the draws
@@ -212,7 +231,7 @@ interface ITaskMarket {
     error MarketParameterAbove(string name, uint256 value, uint256 most);
     /// @notice A task parameter, named, is below the least it may be.
     error MarketParameterBelow(string name, uint256 value, uint256 least);
-    /// @notice With this sampling rate and slash, a cheat would expect to gain: rate × slash must be at least (1 − rate) × the largest reward.
+    /// @notice With this sampling rate, colluding share and slash, a cheat would expect to gain: q × slash must be at least (1 − q) × the largest reward, q the chance a cheat is caught.
     error MarketDeterrenceTooLow(uint256 sampleRatePpm, uint256 slashAmount, uint256 maxReward);
     /// @notice A CID argument was empty.
     error MarketEmptyCid();
@@ -249,8 +268,12 @@ interface ITaskMarket {
     error MarketAlreadyDisputed(uint256 submissionId);
     /// @notice The disputer cannot dispute a submission it has a side in (its own work or its own attestation).
     error MarketDisputeSide(uint256 submissionId, address disputer);
-    /// @notice No validator is left to form a dispute committee (all were assigned to the submission).
+    /// @notice The dispute's committee is not drawn yet: it comes from the hash of the dispute's block, and
+    ///         that block is the current one.
     error MarketNoCommittee(uint256 submissionId);
+    /// @notice Fewer validators joined than the task's `validatorsPerCheck`: the round cannot be checked
+    ///         yet. If it still cannot at its end, it is finalised unchecked (nothing paid or slashed).
+    error MarketTooFewValidators(uint256 taskId, uint256 validators, uint256 needed);
     /// @notice The round's check seed is not fixed yet: its block is still to come, or nobody requested
     ///         it (`seedBlock` 0) or its hash passed the 256-block horizon — call `fixCheckSeed`.
     error MarketCheckSeedPending(uint256 taskId, uint256 round, uint256 seedBlock);
@@ -278,8 +301,10 @@ interface ITaskMarket {
     error MarketNothingToRefund(uint256 taskId);
 
     /// @notice Create a task and escrow its bounty (pulled from the caller; needs an allowance).
-    ///         Refuses parameters that make cheating pay: `p·S >= (1-p)·R`, with `R` the most one
-    ///         submission can earn (a round's trainer budget). Opens round 0 on `modelCid`.
+    ///         Refuses parameters that make cheating pay: `q·S >= (1-q)·R`, with `R` the most one
+    ///         submission can earn (a round's trainer budget) and `q` the chance a cheat is caught: it is
+    ///         sampled (`p`) and its assigned positions hold an honest majority when `colludingSharePpm`
+    ///         of the seat stake votes with the cheat. Opens round 0 on `modelCid`.
     /// @param params The task's numbers.
     /// @param modelCid CID of the initial checkpoint manifest.
     /// @param envCid CID of the environment spec.
@@ -288,9 +313,12 @@ interface ITaskMarket {
         external
         returns (uint256 taskId);
 
-    /// @notice Join a task as a validator: locks `minValidatorStake` until the task ends.
+    /// @notice Join a task as a validator, locking `stake` (at least `minValidatorStake`) until the task
+    ///         ends and its votes are settled. Every draw picks positions in proportion to seat stake,
+    ///         so one seat of `2s` weighs the same as two seats of `s`: splitting stake buys nothing.
     /// @param taskId The task.
-    function joinTask(uint256 taskId) external;
+    /// @param stake The stake the seat weighs, in wei.
+    function joinTask(uint256 taskId, uint256 stake) external;
 
     /// @notice Leave an ended task and release the validator's lock.
     /// @param taskId The task.
@@ -314,7 +342,8 @@ interface ITaskMarket {
     ) external returns (uint256 submissionId);
 
     /// @notice After the submission deadline: the first call requests the current round's check seed
-    ///         from a block two blocks ahead (and snapshots the validator count); a call once that
+    ///         from a block two blocks ahead (and snapshots the validators and their seat stake; it
+    ///         reverts while fewer than `validatorsPerCheck` have joined); a call once that
     ///         block exists fixes the seed from its hash (so do {attest}, {dispute},
     ///         {proposeCheckpoint} and {finaliseRound}). Past 256 blocks the hash is gone and a call
     ///         requests a new block ahead. Anyone; whoever calls, and whenever, cannot choose the seed.
@@ -329,7 +358,7 @@ interface ITaskMarket {
 
     /// @notice Dispute a submission's outcome during the challenge window, with the task's bond.
     ///         Against a rejection only its trainer may dispute; against an acceptance (sampled or
-    ///         not) anyone may. A fresh committee, excluding the assigned validators, decides.
+    ///         not) anyone may. A fresh committee, drawn by seat stake from the block the dispute lands in, decides.
     /// @param submissionId The submission.
     function dispute(uint256 submissionId) external;
 
@@ -380,8 +409,8 @@ interface ITaskMarket {
     function getDispute(uint256 submissionId) external view returns (Dispute memory);
     /// @notice Number of tasks created.
     function taskCount() external view returns (uint256);
-    /// @notice A task's validators, in joining order.
-    function validatorsOf(uint256 taskId) external view returns (address[] memory);
+    /// @notice A task's validators in joining order, with where each one's range of seat stake starts.
+    function membersOf(uint256 taskId) external view returns (Member[] memory);
     /// @notice A validator's seat in a task.
     function seatOf(uint256 taskId, address validator) external view returns (Seat memory);
     /// @notice Sum of every account's unclaimed credits.

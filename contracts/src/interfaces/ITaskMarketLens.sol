@@ -27,11 +27,12 @@ interface ITaskMarketLens {
         returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline);
     /// @notice Whether the submission is sampled (false until the check seed is fixed).
     function isSampled(uint256 submissionId) external view returns (bool);
-    /// @notice The validators assigned to check the submission (empty until the check seed is fixed or when not sampled).
+    /// @notice The holders of the positions assigned to check the submission, one per position (a validator
+    ///         holding several appears several times; empty until the check seed is fixed or when not sampled).
     function assignedValidators(uint256 submissionId) external view returns (address[] memory);
-    /// @notice The round's aggregation committee (empty until the check seed is fixed).
+    /// @notice The holders of the round's aggregator positions, one per position (empty until the check seed is fixed).
     function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory);
-    /// @notice The dispute committee of the submission (empty until the block after the dispute).
+    /// @notice The holders of the submission's dispute committee positions (empty until the block after the dispute).
     function disputeCommittee(uint256 submissionId) external view returns (address[] memory);
     /// @notice The most one submission can earn in a task with these numbers: the largest round's
     ///         trainer budget (the last round takes the bounty's rounding remainder).
@@ -43,4 +44,7 @@ interface ITaskMarketLens {
         external
         pure
         returns (uint256);
+    /// @notice The chance, in units of 1e18 rounded down, that more than half of `validatorsPerCheck`
+    ///         positions are honest when each is a colluder's with chance `colludingSharePpm` / 1e6.
+    function honestMajority(uint256 colludingSharePpm, uint256 validatorsPerCheck) external pure returns (uint256);
 }

@@ -14,10 +14,12 @@ library Params {
     uint256 internal constant MAX_ROUNDS = 1000;
     /// @dev The shortest window, in seconds: a shorter one may hold no block at all.
     uint256 internal constant MIN_WINDOW = 5;
+    /// @dev The fixed-point unit of probabilities in {honestMajority}.
+    uint256 internal constant ONE = 1e18;
 
     /// @dev Reverts with the first parameter out of range (`MarketParameterBelow`/`Above`, with the bound
     ///      it broke), or when a cheat would expect to gain.
-    function check(ITaskMarket.TaskParams calldata p) internal pure {
+    function check(ITaskMarket.TaskParams calldata p) external pure {
         _atLeast("bounty", p.bounty, 1);
         _atLeast("rounds", p.rounds, 1);
         // Each round can be stalled a challenge window by a dispute: an unbounded count would let one
@@ -42,9 +44,34 @@ library Params {
         _atLeast("submitWindow", p.submitWindow, MIN_WINDOW);
         _atLeast("validateWindow", p.validateWindow, MIN_WINDOW);
         _atLeast("challengeWindow", p.challengeWindow, MIN_WINDOW);
+        // A colluding majority of the seat stake decides every check: nothing on chain can deter that.
+        _atMost("colludingSharePpm", p.colludingSharePpm, PPM / 2 - 1);
         uint256 maxReward = maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
-        if (uint256(p.sampleRatePpm) * p.slashAmount < (PPM - p.sampleRatePpm) * maxReward) {
+        // q, the chance a cheat is caught, in units of PPM * ONE: sampled, and an honest majority holds
+        // its positions. Rounded down, so the check errs towards refusing.
+        uint256 caught = p.sampleRatePpm * honestMajority(p.colludingSharePpm, p.validatorsPerCheck);
+        if (caught * p.slashAmount < (PPM * ONE - caught) * maxReward) {
             revert ITaskMarket.MarketDeterrenceTooLow(p.sampleRatePpm, p.slashAmount, maxReward);
+        }
+    }
+
+    /// @dev The chance, in units of ONE and rounded down, that more than half of `perCheck` positions are
+    ///      honest when each is a colluder's with chance `colludingPpm` / 1e6 on its own ({Draws}' model):
+    ///      the sum over h > perCheck / 2 of C(perCheck, h) a^h c^(perCheck - h), a = 1 - c.
+    function honestMajority(uint256 colludingPpm, uint256 perCheck) internal pure returns (uint256 chance) {
+        uint256 c = colludingPpm * (ONE / PPM);
+        uint256 choose = 1; // C(perCheck, h), from h = perCheck down
+        for (uint256 h = perCheck; 2 * h > perCheck; --h) {
+            chance += choose * (_power(ONE - c, h) * _power(c, perCheck - h) / ONE);
+            choose = choose * h / (perCheck - h + 1);
+        }
+    }
+
+    /// @dev x^n in units of ONE, each product rounded down.
+    function _power(uint256 x, uint256 n) private pure returns (uint256 result) {
+        result = ONE;
+        for (uint256 i = 0; i < n; ++i) {
+            result = result * x / ONE;
         }
     }
 

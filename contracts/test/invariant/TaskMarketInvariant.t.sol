@@ -15,7 +15,7 @@ contract TaskMarketInvariantTest is Test {
     Handler internal handler;
 
     function setUp() public {
-        handler = new Handler(5);
+        handler = new Handler(8);
     }
 
     function targetContracts() public view returns (address[] memory targets) {
