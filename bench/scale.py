@@ -56,7 +56,7 @@ def measure(trainers: int, validators: int, threads: int, folder: Path) -> dict[
         # A small bounty: with 1 round a whole round's budget is the largest reward the deterrence check sees.
         windows = {"submit_window_s": LONG_S, "validate_window_s": LONG_S, "challenge_window_s": LONG_S}
         params = demo_task_params(
-            rounds=1, bounty_wei=100 * TOKEN, sample_rate_ppm=200_000, validators_per_check=per_check, **windows
+            rounds=1, bounty_wei=50 * TOKEN, sample_rate_ppm=200_000, validators_per_check=per_check, **windows
         )
         cid = cid_of_bytes(b"scale-bench")
         task_id = crucible.create_task(creator, params, cid, cid)

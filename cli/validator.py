@@ -23,6 +23,11 @@ def run(
     adversary: str = typer.Option(None, "--adversary", help="Red-team validator for devnets: lazy or liar."),
     force_adversary: bool = typer.Option(False, "--force-adversary", help="Allow --adversary off the devnet."),
     dispute: bool = typer.Option(True, "--dispute/--no-dispute", help="Dispute acceptances it found invalid."),
+    seat_stake: str = typer.Option(
+        None,
+        "--seat-stake",
+        help="Tokens to lock when joining (default: the task's minimum): the seat's weight in every draw.",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print events as JSON lines on stdout."),
 ) -> None:
     """Validate a task: check assigned submissions, attest with evidence, aggregate, vote on disputes, claim."""
@@ -46,6 +51,8 @@ def run(
         dispute=dispute,
     )
     cli = context(ctx)
+    if seat_stake is not None:
+        options.seat_stake_wei = cli.tokens(seat_stake, "seat stake")
     signer = cli.signer(account)
     validator = Validator(
         cli.crucible(), signer, open_store(store, signer), options, Reporter("validator", json_output, stderr)

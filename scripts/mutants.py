@@ -21,6 +21,7 @@ MARKET = "contracts/src/TaskMarket.sol"
 IDS = "contracts/src/libraries/Ids.sol"
 PARAMS = "contracts/src/libraries/Params.sol"
 PULL = "contracts/src/libraries/Pull.sol"
+DRAWS = "contracts/src/libraries/Draws.sol"
 LIMITS = "test_RevertWhen_LimitBroken"
 # The platform binary itself: the npm wrapper in node_modules/.bin exits 0 even when tests fail.
 ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
@@ -45,15 +46,15 @@ MUTANTS = [
     (
         "first-vote-rejects",
         MARKET,
-        "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > assigned.length) {",
+        "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > task.validatorsPerCheck) {",
         "if (!sub.rejected) {",
         "test_ALoneInvalidVoteCastFirstDoesNotReject",
     ),
     (
         "unanimity",
         MARKET,
-        "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > assigned.length) {",
-        "if (!sub.rejected && Draws.popcount(sub.invalidMask) == assigned.length) {",
+        "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > task.validatorsPerCheck) {",
+        "if (!sub.rejected && Draws.popcount(sub.invalidMask) == task.validatorsPerCheck) {",
         "invariant_sampledCheatAlwaysSlashed",
     ),
     (
@@ -73,9 +74,9 @@ MUTANTS = [
     (
         "attest-loops-validators",
         MARKET,
-        "        sub.votedMask |= uint16(bit);\n",
-        "        sub.votedMask |= uint16(bit);\n"
-        "        for (uint256 i = 0; i < _validators[taskId].length; ++i) _proposalVotes[bytes32(i)] += 1;\n",
+        "        sub.votedMask |= uint16(bits);\n",
+        "        sub.votedMask |= uint16(bits);\n"
+        "        for (uint256 i = 0; i < _members[taskId].length; ++i) _proposalVotes[bytes32(i)] += 1;\n",
         "invariant_gasWithinBounds",
     ),
     # One break per creation limit (issue 17): each lets through what test_RevertWhen_LimitBroken expects refused.
@@ -121,6 +122,45 @@ MUTANTS = [
         "if (filedHash == 0) {",
         "if (filedHash == 0) filedHash = blockhash(block.number - 1);\n            if (false) {",
         "test_ALostDisputeBlockIsReplacedNotChosen",
+    ),
+    # Seats by stake and deterrence that counts collusion (issue 17): a seat that weighs the minimum
+    # whatever it locked; a range whose end counts as inside (split seats then hold more); a round checked
+    # by fewer validators than a check needs; ties counted as honest majorities; a colluding majority.
+    (
+        "seat-weighs-minimum",
+        MARKET,
+        "seat.stake = (from + stake).toUint96() - uint96(from);",
+        "seat.stake = task.minValidatorStake;",
+        "test_OneSeatOfTenTimesTheStakeWeighsTenSeats",
+    ),
+    (
+        "range-end-inside",
+        DRAWS,
+        "drawn[j] - from < stake",
+        "drawn[j] - from <= stake",
+        "testFuzz_SplittingStakeBuysNothing",
+    ),
+    (
+        "too-few-validators-checked",
+        MARKET,
+        "if (count < task.validatorsPerCheck) revert",
+        "if (false) revert",
+        "test_TooFewValidatorsPayNothingAndStrandNothing",
+    ),
+    (
+        "committee-includes-assigned",
+        "contracts/src/libraries/Seats.sol",
+        "if (!Draws.isSampled(d.checkSeed, d.submissionId, d.sampleRatePpm)) return (starts, ends);",
+        "return (starts, ends);",
+        "test_RevertWhen_DisputeWithoutCommittee",
+    ),
+    ("ties-count-honest", PARAMS, "2 * h > perCheck", "2 * h >= perCheck", "test_HonestMajorityIsExactWhereItCanBe"),
+    (
+        "colluding-majority-allowed",
+        PARAMS,
+        '_atMost("colludingSharePpm", p.colludingSharePpm, PPM / 2 - 1);',
+        "",
+        "test_RevertWhen_ColludingShareIsAMajority",
     ),
     # A token that delivers less than was sent is accepted again.
     (

@@ -28,6 +28,7 @@ from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.model import ModelCache
 from protocol.runtime.participant import Participant
 from protocol.runtime.reporter import Reporter
+from protocol.values import format_tokens
 from protocol.work.checks import Claim, Verdict, claim_of, stored_artifacts, verify_submission
 from protocol.work.evidence import evidence_bytes, evidence_document
 from protocol.work.round import RoundContext
@@ -54,6 +55,7 @@ class ValidatorOptions:
     adversary: ValidatorAdversary | None = None
     force_adversary: bool = False
     dispute: bool = True
+    seat_stake_wei: int | None = None  # what joining locks (None: the task's minimum)
 
 
 @dataclass
@@ -128,10 +130,17 @@ class Validator(Participant):
         joined = seat.slot != 0  # validators leave only ended tasks, refused above
         if seat.benched:
             raise ConfigError(f"{self.address} {BENCHED} {task_id}")
-        self.check_stake(Role.VALIDATOR, None if joined else task.min_validator_stake)
+        seat_stake = task.min_validator_stake if self.options.seat_stake_wei is None else self.options.seat_stake_wei
+        if not joined and seat_stake < task.min_validator_stake:
+            decimals, symbol = self.crucible.decimals, self.crucible.symbol
+            raise ConfigError(
+                f"--seat-stake {format_tokens(seat_stake, decimals, symbol)} is below task {task_id}'s minimum "
+                f"validator stake, {format_tokens(task.min_validator_stake, decimals, symbol)} (nothing sent)"
+            )
+        self.check_stake(Role.VALIDATOR, None if joined else seat_stake)
         if not joined:
-            self.crucible.join_task(self.signer, task_id)
-            self.reporter.event("joined", task=task_id)
+            self.crucible.join_task(self.signer, task_id, seat_stake)
+            self.reporter.event("joined", task=task_id, seat_stake_wei=str(seat_stake))
         return self.task_spec()
 
     # ------------------------------------------------------------ loop

@@ -11,6 +11,7 @@ import {Draws} from "./libraries/Draws.sol";
 import {Ids} from "./libraries/Ids.sol";
 import {Params} from "./libraries/Params.sol";
 import {Pull} from "./libraries/Pull.sol";
+import {Seats} from "./libraries/Seats.sol";
 
 /// @title TaskMarket
 /// @notice Crucible's task lifecycle: the state transitions and the money. The draws, ids and
@@ -235,8 +236,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (sub.disputed) revert MarketAlreadyDisputed(submissionId);
         // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
         if (sub.rejected != (msg.sender == trainer)) revert MarketDisputeSide(submissionId, msg.sender);
-        // A fixed seed means the round had its validators: the committee can be drawn.
         _requireCheckSeed(taskId, round, rd);
+        // The committee is drawn from the validators not assigned to the submission: refused when there
+        // are none (a task with exactly `validatorsPerCheck` validators that all voted on it).
+        (, uint256 outside) = _committee(submissionId, 0);
+        if (outside == 0) revert MarketNoCommittee(submissionId);
         sub.disputed = true;
         Dispute storage d = _disputes[submissionId];
         d.disputer = msg.sender;
@@ -268,7 +272,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             }
             d.seed = Draws.disputeSeed(filedHash, submissionId);
         }
-        (, uint256 bits) = _held(Ids.taskOf(submissionId), _committee(submissionId, d.seed));
+        (uint256[] memory committee,) = _committee(submissionId, d.seed);
+        (, uint256 bits) = _held(Ids.taskOf(submissionId), committee);
         // Position bits, not a balance: zero means "holds no position" and nothing else.
         // slither-disable-next-line incorrect-equality
         if (bits == 0) revert MarketNotAssigned(submissionId, msg.sender);
@@ -307,7 +312,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         view
         returns (uint256[] memory committee, bool decidedValid, bool decidedInvalid)
     {
-        committee = d.seed == 0 ? new uint256[](0) : _committee(submissionId, d.seed);
+        if (d.seed != 0) (committee,) = _committee(submissionId, d.seed);
         uint256 size = committee.length;
         decidedValid = size != 0 && 2 * Draws.popcount(d.validMask) > size;
         decidedInvalid = size != 0 && 2 * Draws.popcount(d.votedMask & ~d.validMask) > size;
@@ -479,7 +484,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function _upheldCommittee(uint256 taskId, uint256 submissionId) private view returns (Committee memory committee) {
         Dispute storage d = _disputes[submissionId];
         if (!d.upheld) return committee;
-        committee.members = _holders(taskId, _committee(submissionId, d.seed));
+        (uint256[] memory drawn,) = _committee(submissionId, d.seed);
+        committee.members = _holders(taskId, drawn);
         committee.mask = d.claimValid ? d.validMask : d.votedMask & ~d.validMask;
         committee.disputer = d.disputer;
     }
@@ -629,6 +635,12 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
+    function committeeOf(uint256 submissionId, bytes32 disputeSeed) external view returns (address[] memory) {
+        (uint256[] memory drawn,) = _committee(submissionId, disputeSeed);
+        return _holders(Ids.taskOf(submissionId), drawn);
+    }
+
+    /// @inheritdoc ITaskMarket
     function seatOf(uint256 taskId, address validator) external view returns (Seat memory) {
         return _seats[taskId][validator];
     }
@@ -685,10 +697,28 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         bits = Draws.bitsWithin(drawn, seat.from, seat.stake);
     }
 
-    /// @dev The positions of a submission's dispute committee: a fresh draw over the round's seat stake.
-    function _committee(uint256 submissionId, bytes32 disputeSeed) private view returns (uint256[] memory) {
+    /// @dev A submission's dispute committee ({Seats-committee}): its positions and the seat stake it is
+    ///      drawn from.
+    function _committee(uint256 submissionId, bytes32 disputeSeed)
+        private
+        view
+        returns (uint256[] memory drawn, uint256 outside)
+    {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        return Draws.positions(disputeSeed, _rounds[taskId][round].seatStake, _tasks[taskId].validatorsPerCheck);
+        Round storage rd = _rounds[taskId][round];
+        Task storage task = _tasks[taskId];
+        return Seats.committee(
+            _members[taskId],
+            Seats.CommitteeDraw(
+                rd.checkSeed,
+                disputeSeed,
+                submissionId,
+                rd.seatStake,
+                rd.validatorCount,
+                task.validatorsPerCheck,
+                task.sampleRatePpm
+            )
+        );
     }
 
     /// @dev The task's seat stake: where the next member's range starts.
@@ -699,22 +729,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         return last.from + _seats[taskId][last.account].stake;
     }
 
-    /// @dev The validators holding `drawn` positions: for each, the member whose range holds it (the
-    ///      last one starting at or below it), by binary search over the joining order. Draws only use
-    ///      ranges that existed at the round's snapshot, and ranges never move.
-    function _holders(uint256 taskId, uint256[] memory drawn) private view returns (address[] memory accounts) {
-        Member[] storage members = _members[taskId];
-        accounts = new address[](drawn.length);
-        for (uint256 j = 0; j < drawn.length; ++j) {
-            uint256 low = 0;
-            uint256 high = members.length; // the answer is in [low, high)
-            while (high - low > 1) {
-                uint256 mid = (low + high) / 2;
-                if (members[mid].from <= drawn[j]) low = mid;
-                else high = mid;
-            }
-            accounts[j] = members[low].account;
-        }
+    function _holders(uint256 taskId, uint256[] memory drawn) private view returns (address[] memory) {
+        return Seats.holders(_members[taskId], drawn);
     }
 
     /// @dev Credits `amount` in equal parts to the members whose bit is set in `mask` and to

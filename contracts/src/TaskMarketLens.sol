@@ -84,11 +84,7 @@ contract TaskMarketLens is ITaskMarketLens {
             if (filedHash == 0) return new address[](0);
             seed = Draws.disputeSeed(filedHash, submissionId);
         }
-        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        return _holders(
-            taskId,
-            Draws.positions(seed, market.getRound(taskId, round).seatStake, market.getTask(taskId).validatorsPerCheck)
-        );
+        return market.committeeOf(submissionId, seed);
     }
 
     /// @inheritdoc ITaskMarketLens

@@ -104,10 +104,9 @@ abstract contract BaseTest is ProtocolFixture {
         revert("no seed with distinct draws");
     }
 
-    /// @dev `disputer` disputes `id` in the first block (1, 2, ... blocks on) whose hash draws a committee
-    ///      of distinct validators none of whom was assigned to `id`, and the chain moves one block on so
-    ///      the committee is drawn. Draws do not exclude the assigned (a committee is a fresh draw by
-    ///      stake); this keeps the tests' roles apart.
+    /// @dev `disputer` disputes `id` in the first block (0, 1, ... blocks on) whose hash seats distinct
+    ///      validators on the committee, and the chain moves one block on so the committee is drawn. The
+    ///      market draws it outside the validators assigned to `id`; this checks that too.
     function _disputeApart(address disputer, uint256 id) internal returns (address[] memory committee) {
         address[] memory assigned = lens.assignedValidators(id);
         uint256 start = block.number;
@@ -118,14 +117,13 @@ abstract contract BaseTest is ProtocolFixture {
             market.dispute(id);
             vm.roll(block.number + 1);
             committee = lens.disputeCommittee(id);
-            bool apart = _distinct(committee);
-            for (uint256 j = 0; j < committee.length && apart; ++j) {
-                apart = !_isIn(assigned, committee[j]);
+            for (uint256 j = 0; j < committee.length; ++j) {
+                assertTrue(!_isIn(assigned, committee[j]), "the committee excludes the assigned validators");
             }
-            if (apart) return committee;
+            if (_distinct(committee)) return committee;
             vm.revertToState(before);
         }
-        revert("no block with a committee apart");
+        revert("no block with a committee of distinct validators");
     }
 
     function _drawsDistinct(uint256 taskId, uint256 round) internal view returns (bool) {

@@ -6,8 +6,8 @@ import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
 import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
 
 /// @dev Safety property 7: the hot calls' gas stays within the documented bounds as the number of
-///      validators and submissions grows (docs/contracts.md: a draw shuffles at most 64
-///      candidates, otherwise samples with rejection, so its cost stops growing with the count). Gas is measured with gasleft()
+///      validators and submissions grows (docs/contracts.md: `attest` hashes the check's k positions and
+///      compares them with the caller's range, whatever the validator count). Gas is measured with gasleft()
 ///      around the call inside one test transaction, so storage touched earlier is warm: these
 ///      figures are for comparison; bench/gas.py measures real transactions on Anvil.
 contract GasBoundsTest is BaseTest {
@@ -32,7 +32,7 @@ contract GasBoundsTest is BaseTest {
         uint256 id = _submit(taskId, 0, trainers[0], 10);
         _warpToValidate(taskId, 0);
         address[] memory assigned = lens.assignedValidators(id);
-        vm.prank(assigned[2]);
+        vm.prank(assigned[2]); // (the seed is one with three distinct holders: see `_warpToValidate`)
         uint256 before = gasleft();
         market.attest(id, false, "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy");
         used = before - gasleft();
@@ -40,12 +40,11 @@ contract GasBoundsTest is BaseTest {
 
     function test_AttestGasBoundedInValidatorCount() public {
         uint256 small = _attestGas(5);
-        uint256 shuffled = _attestGas(64);
-        uint256 sampled = _attestGas(300);
-        assertTrue(small <= 80_000 && shuffled <= 80_000 && sampled <= 80_000, "attest within 80k");
-        // With 3 per check, 64 and 300 validators both draw by rejection: no growth with the count
-        // beyond the few hundred gas one more attempt costs.
-        assertTrue(sampled <= shuffled + 1500, "no growth from 64 to 300 validators");
+        uint256 middle = _attestGas(64);
+        uint256 many = _attestGas(300);
+        assertTrue(small <= 80_000 && middle <= 80_000 && many <= 80_000, "attest within 80k");
+        // Three hashed positions whatever the count: no growth beyond a few hundred gas of calldata noise.
+        assertTrue(many <= small + 500 && middle <= small + 500, "no growth from 5 to 300 validators");
     }
 
     function test_SubmitWorkGasIndependentOfSubmissions() public {

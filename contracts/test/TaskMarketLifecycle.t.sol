@@ -373,6 +373,24 @@ contract TaskMarketLifecycleTest is BaseTest {
         market.resolveDispute(honestB);
     }
 
+    /// @dev A dispute committee is drawn outside the validators assigned to the submission: with none left
+    ///      (here the task's one validator checked it), the dispute is refused up front and the check's
+    ///      outcome stands. Shown to fail by dropping the exclusion in `Seats.committee` (the assigned
+    ///      validator then sits on its own committee and the dispute goes through).
+    function test_RevertWhen_DisputeWithoutCommittee() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.validatorsPerCheck = 1;
+        uint256 other = _createTask(p);
+        vm.prank(validators[0]);
+        market.joinTask(other, 100 * TOKEN);
+        uint256 id = _submit(other, 0, trainers[0], 1);
+        _warpToValidate(other, 0);
+        _warpToChallenge(other, 0);
+        vm.prank(auditor);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNoCommittee.selector, id));
+        market.dispute(id);
+    }
+
     /// @dev Below the minimum validator set (validatorsPerCheck joined) a round cannot be checked: no seed
     ///      is requested, the round is finalised unverified, its work is neither paid nor slashed, and
     ///      every token returns to the creator. Shown to fail by removing the count check from

@@ -54,9 +54,27 @@ def aggregator_positions(check_seed: bytes, seat_stake: int, per_check: int) -> 
     return positions(keccak(encode(["bytes32", "string"], [check_seed, "aggregate"])), seat_stake, per_check)
 
 
-def committee_positions(dispute_seed: bytes, seat_stake: int, per_check: int) -> list[int]:
-    """Positions of a dispute's committee: a fresh draw over the round's seat stake."""
-    return positions(dispute_seed, seat_stake, per_check)
+def committee_positions(
+    dispute_seed: bytes, members: list[Member], seat_stake: int, assigned: list[int], per_check: int
+) -> list[int]:
+    """Positions of a dispute's committee (`Seats.committee`): a fresh draw over the round's seat stake outside
+    the ranges of the validators holding the submission's `assigned` positions (none when it was not
+    sampled; no positions when they hold all of it), each such range skipped: position j is keccak(seed, j) mod (the stake left), moved past each
+    excluded range that starts at or below it. `members` are the round's (its first `validator_count`)."""
+    starts = [member.start for member in members]
+    ranges = set()
+    for position in assigned:
+        index = bisect_right(starts, position) - 1
+        end = starts[index + 1] if index + 1 < len(members) else seat_stake
+        ranges.add((starts[index], end))
+    excluded = sorted(ranges)
+    left = seat_stake - sum(end - start for start, end in excluded)
+    if left == 0:
+        return []  # nobody is left to judge: the market refuses the dispute (MarketNoCommittee)
+    drawn = positions(dispute_seed, left, per_check)
+    for start, end in excluded:
+        drawn = [position + (end - start) if position >= start else position for position in drawn]
+    return drawn
 
 
 def dispute_seed(filed_block_hash: bytes, submission: int) -> bytes:

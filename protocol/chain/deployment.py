@@ -73,8 +73,8 @@ def deploy(
     token_holders: tuple[str, ...] = (),
     unbonding_period_s: int = DEFAULT_UNBONDING_S,
 ) -> Deployment:
-    """Deploys StakeManager, the Params library, TaskMarket (linked to it) and its lens (and a DevToken minted
-    to `token_holders` when no `token` is given), binds them, and returns the address book."""
+    """Deploys StakeManager, the Params and Seats libraries, TaskMarket (linked to them) and its lens (and a
+    DevToken minted to `token_holders` when no `token` is given), binds them, and returns the address book."""
     dev_token: str | None = None
     if token is None:
         holders = token_holders or (deployer.address,)
@@ -88,9 +88,10 @@ def deploy(
         first_block = None
     stakes, receipt = chain.deploy("StakeManager", deployer, token, unbonding_period_s)
     first_block = first_block if first_block is not None else receipt["blockNumber"]
-    # The creation checks are an external library (the market would not fit in 24 KiB with them inside).
-    params_library, _ = chain.deploy("Params", deployer)
-    market, _ = chain.deploy("TaskMarket", deployer, token, stakes, libraries={"Params": params_library})
+    # The creation checks and the member look-ups are external libraries (the market would not fit in 24 KiB
+    # with them inside): deployed first, their addresses linked into the market's code.
+    libraries = {name: chain.deploy(name, deployer)[0] for name in ("Params", "Seats")}
+    market, _ = chain.deploy("TaskMarket", deployer, token, stakes, libraries=libraries)
     chain.transact(chain.contract("StakeManager", stakes).functions.bindMarket(market), deployer)
     lens, _ = chain.deploy("TaskMarketLens", deployer, market)
     return Deployment(

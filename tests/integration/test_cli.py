@@ -193,7 +193,7 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     unconfirmed = net.run(*[arg for arg in create if arg != "--yes"], "--model", MODEL_CID)
     assert unconfirmed.code == 1 and unconfirmed.stdout == ""
     shown, asked, refused = unconfirmed.stderr.strip().splitlines()
-    assert shown.startswith("deterrence 1.000 (at least 1 passes): a cheat is caught with probability q = 0.370")
+    assert shown.startswith("deterrence 1.007 (at least 1 passes): a cheat is caught with probability q = 0.370")
     assert "(checked with p = 0.5, and honest validators hold most of its 3 positions while up to 33.3%" in shown
     assert "loses S = " in shown and "at most R = " in shown and asked.rstrip().endswith("[y/N]")
     assert refused.startswith("error: not confirmed: nothing was sent")

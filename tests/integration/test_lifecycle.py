@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.devnet import distinct_draws, fix_check_seed_where
 
 from protocol.accounts import Signer
 from protocol.artifacts.cid import cid_of_bytes
@@ -30,8 +31,9 @@ def cid(text: str) -> str:
 PARAMS = demo_task_params()
 
 
-def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[int, dict[str, int]]:
-    """Task 1 with trainers dev1-dev3 (300, 100, 200 units) and validators dev4-dev8."""
+def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[Crucible, int, dict[str, int]]:
+    """Task 1 with trainers dev1-dev3 (300, 100, 200 units) and validators dev4-dev8, and a check seed that
+    seats distinct validators on each check (`distinct_draws`); returns the connection to go on with."""
     task_id = crucible.create_task(dev[0], PARAMS, cid("model"), cid("env"))
     for trainer in dev[1:4]:
         crucible.stake(trainer, 1000 * TOKEN, Role.TRAINER)
@@ -43,9 +45,10 @@ def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[int, dict[str, i
         ids[trainer.name] = crucible.submit_work(
             trainer, task_id, 0, cid(f"r-{trainer.name}"), cid("u"), units, bytes(32)
         )
-    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
-    devnet.fix_check_seed(crucible, dev[0], task_id)
-    return task_id, ids
+    crucible = fix_check_seed_where(
+        crucible.chain.rpc_url, crucible.deployment, dev[0], task_id, distinct_draws(task_id)
+    )
+    return crucible, task_id, ids
 
 
 def by_address(dev: list[Signer]) -> dict[str, Signer]:
@@ -54,13 +57,13 @@ def by_address(dev: list[Signer]) -> dict[str, Signer]:
 
 def attest_all(crucible: Crucible, dev: list[Signer], sid: int, valid: bool) -> list[str]:
     assigned = crucible.assigned_validators(sid)
-    for address in assigned:
+    for address in dict.fromkeys(assigned):  # one vote covers every position a validator holds
         crucible.attest(by_address(dev)[address], sid, valid, cid(f"evidence-{sid}-{address}"))
     return assigned
 
 
 def test_ids_and_commitments_match_the_contract(crucible: Crucible, dev: list[Signer]) -> None:
-    task_id, ids = setup_round(crucible, dev)
+    crucible, task_id, ids = setup_round(crucible, dev)
     trainer = dev[1].address
     assert ids["dev1"] == submission_id(task_id, 0, trainer)
     assert decode_submission_id(ids["dev1"]) == (task_id, 0, trainer)
@@ -76,13 +79,13 @@ def test_ids_and_commitments_match_the_contract(crucible: Crucible, dev: list[Si
 
 def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
     start = {signer.address: crucible.balance_of(signer.address) for signer in dev}
-    task_id, ids = setup_round(crucible, dev)
+    crucible, task_id, ids = setup_round(crucible, dev)
     honest_a, honest_b, cheat = ids["dev1"], ids["dev2"], ids["dev3"]
 
-    # Sampled and assigned: p = 1, three distinct validators of the task each.
+    # Sampled and assigned: p = 1, three positions each (held by distinct validators with this seed).
     for sid in ids.values():
         assigned = crucible.assigned_validators(sid)
-        assert crucible.is_sampled(sid) and len(set(assigned)) == 3
+        assert crucible.is_sampled(sid) and len(assigned) == 3
         assert set(assigned) <= set(crucible.validators_of(task_id))
     attest_all(crucible, dev, honest_a, True)
     attest_all(crucible, dev, honest_b, True)
@@ -92,18 +95,19 @@ def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
 
     rounds_end = crucible.deadlines(task_id, 0)
     devnet.warp_to(crucible.chain, rounds_end.validate)
-    # The cheat disputes its rejection: the fresh committee confirms it and takes the bond.
+    # The cheat disputes its rejection: the fresh committee (three positions drawn by stake from the two
+    # validators not assigned to it) confirms it and takes the bond.
     crucible.dispute(dev[3], cheat)
     devnet.advance_time(crucible.chain, 1)
     committee = crucible.dispute_committee(cheat)
-    assert len(committee) == 2 and not set(committee) & set(finders)
-    for address in committee:
+    assert len(committee) == 3 and not set(committee) & set(finders)
+    for address in dict.fromkeys(committee):
         crucible.vote_dispute(by_address(dev)[address], cheat, False, cid("recheck"))
     crucible.resolve_dispute(dev[0], cheat)
     assert not crucible.dispute_state(cheat).upheld
 
     next_cid = cid("checkpoint-1")
-    for address in crucible.aggregators(task_id, 0):
+    for address in dict.fromkeys(crucible.aggregators(task_id, 0)):
         crucible.propose_checkpoint(by_address(dev)[address], task_id, 0, next_cid)
     devnet.warp_to(crucible.chain, rounds_end.challenge)
     crucible.finalise_round(dev[0], task_id)
@@ -144,14 +148,14 @@ def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
 
 
 def test_wrongly_rejected_trainer_wins_dispute(crucible: Crucible, dev: list[Signer]) -> None:
-    task_id, ids = setup_round(crucible, dev)
+    crucible, task_id, ids = setup_round(crucible, dev)
     honest = ids["dev1"]
     liars = attest_all(crucible, dev, honest, False)
     assert crucible.submission(honest).rejected
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
     crucible.dispute(dev[1], honest)
     devnet.advance_time(crucible.chain, 1)
-    committee = crucible.dispute_committee(honest)
+    committee = list(dict.fromkeys(crucible.dispute_committee(honest)))
     for address in committee:
         crucible.vote_dispute(by_address(dev)[address], honest, True, cid("fine"))
     crucible.resolve_dispute(dev[0], honest)
@@ -170,7 +174,7 @@ def test_wrongly_rejected_trainer_wins_dispute(crucible: Crucible, dev: list[Sig
 
 
 def test_frivolous_dispute_loses_bond(crucible: Crucible, dev: list[Signer]) -> None:
-    task_id, ids = setup_round(crucible, dev)
+    crucible, task_id, ids = setup_round(crucible, dev)
     honest = ids["dev2"]
     attest_all(crucible, dev, honest, True)
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
@@ -178,7 +182,7 @@ def test_frivolous_dispute_loses_bond(crucible: Crucible, dev: list[Signer]) -> 
     before = crucible.balance_of(auditor.address)
     crucible.dispute(auditor, honest)
     devnet.advance_time(crucible.chain, 1)
-    committee = crucible.dispute_committee(honest)
+    committee = list(dict.fromkeys(crucible.dispute_committee(honest)))
     for address in committee:
         crucible.vote_dispute(by_address(dev)[address], honest, True, cid("fine"))
     crucible.resolve_dispute(dev[0], honest)
@@ -201,8 +205,9 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
         crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
         crucible.join_task(validator, task_id)
     sid = crucible.submit_work(dev[1], task_id, 0, cid("r"), cid("u"), 10, bytes(32))
-    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
-    devnet.fix_check_seed(crucible, dev[0], task_id)
+    crucible = fix_check_seed_where(
+        crucible.chain.rpc_url, crucible.deployment, dev[0], task_id, distinct_draws(task_id)
+    )
     lazy, *honest = crucible.assigned_validators(sid)
     crucible.attest(by_address(dev)[lazy], sid, True, cid("lazy"))
     for address in honest:
@@ -227,12 +232,21 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
     assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
     assert "lost its seat" in done.stderr and "Traceback" not in done.stderr
     assert crucible.chain.w3.eth.get_transaction_count(lazy) == nonce  # type: ignore[arg-type]
+    # A seat stake below the task's minimum is refused the same way before joining.
+    newcomer = dev[7]
+    command[-1] = newcomer.name
+    environment = {**os.environ, "CRUCIBLE_HOME": str(crucible_home)}
+    done = subprocess.run([*command, "--seat-stake", "149"], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env=environment)  # fmt: skip
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "--seat-stake 149 CRU is below task" in done.stderr and "150 CRU" in done.stderr
+    assert crucible.seat_of(task_id, newcomer.address).slot == 0
 
     # A vote of round 1 keeps its stake until settled, even after the task ends.
     sid = crucible.submit_work(dev[1], task_id, 1, cid("r1"), cid("u1"), 10, bytes(32))
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).submit)
     devnet.fix_check_seed(crucible, dev[0], task_id)
-    voter = next(a for a in crucible.assigned_validators(sid) if a != lazy)
+    voter = next(a for a in crucible.assigned_validators(sid) if a != lazy)  # it votes all the positions it holds
     crucible.attest(by_address(dev)[voter], sid, True, cid("r1-vote"))
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).challenge)
     crucible.finalise_round(dev[0], task_id)

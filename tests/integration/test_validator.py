@@ -262,13 +262,17 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     # Broken version for the dispute: NodeOptions.disputes_rejections returning False → no dispute, the
     # honest submission stays rejected and `resolved[honest_id]` raises KeyError.
     resolved = {int(e["submissionId"]): e for e in crucible.events("TaskMarket", "DisputeResolved")}
-    # Committees as protocol/chain/assignment.py draws them: the market's, a fresh draw by seat stake.
+    # Committees as protocol/chain/assignment.py draws them: the market's, drawn by seat stake outside the
+    # validators assigned to the submission.
     state = crucible.round(task_id, 0)
     members = crucible.members_of(task_id)[: state.validator_count]
     for sid in (honest_id, cheat_id):
         filed = crucible.chain.w3.eth.get_block(crucible.dispute_state(sid).filed_block)["hash"]
-        drawn = committee_positions(dispute_seed(bytes(filed), sid), state.seat_stake, params.validators_per_check)
+        assigned = assigned_positions(state.check_seed, sid, state.seat_stake, params.validators_per_check)
+        drawn = committee_positions(dispute_seed(bytes(filed), sid), members, state.seat_stake, assigned,
+                                    params.validators_per_check)  # fmt: skip
         assert holders(members, drawn) == crucible.dispute_committee(sid)
+        assert not set(crucible.dispute_committee(sid)) & set(crucible.assigned_validators(sid))
     # The wrongly rejected honest node won: accepted, paid, its bond back and its stake whole.
     assert resolved[honest_id]["upheld"] and not resolved[honest_id]["rejected"]
     assert [e["rejected"] for e in crucible.events("TaskMarket", "Settled", submissionId=honest_id)] == [False]

@@ -11,7 +11,15 @@ import torch
 from node.adversary import adversary_of
 from node.work import RoundWork, produce_work
 from protocol.artifacts.cid import cid_of_bytes
-from protocol.chain.assignment import Member, aggregator_positions, assigned_positions, bits_within, holders, is_sampled
+from protocol.chain.assignment import (
+    Member,
+    aggregator_positions,
+    assigned_positions,
+    bits_within,
+    committee_positions,
+    holders,
+    is_sampled,
+)
 from protocol.chain.ids import commitment
 from protocol.errors import ArtifactError
 from protocol.ml.envs.spec import EnvSpec
@@ -176,6 +184,17 @@ def test_draws_weigh_seats_by_stake() -> None:
     # Over many draws each seat's share of positions is its share of the stake (b: 60 %).
     share = sum(holders(members, assigned_positions(seed, sid, 500, 3)).count("b") for sid in range(2000)) / 6000
     assert 0.57 < share < 0.63
+    # A dispute committee skips the assigned validators' ranges; the others keep their shares of what is left.
+    counts = {"a": 0, "b": 0, "c": 0}
+    for sid in range(600):
+        assigned = assigned_positions(seed, sid, 500, 3)
+        excluded = set(holders(members, assigned))
+        committee = holders(members, committee_positions(bytes([sid % 256]) * 32, members, 500, assigned, 3))
+        assert not set(committee) & excluded and len(committee) == (0 if len(excluded) == 3 else 3)
+        if excluded == {"b"}:
+            counts["a"] += committee.count("a")
+            counts["c"] += committee.count("c")
+    assert 0.4 < counts["a"] / (counts["a"] + counts["c"]) < 0.6  # a and c hold 100 each: even odds
 
 
 def test_replaying_many_completions_at_once_equals_one_by_one(spec: EnvSpec) -> None:

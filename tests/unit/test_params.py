@@ -1,8 +1,8 @@
-import pytest
-from pydantic import ValidationError
-
 from fractions import Fraction
 from math import comb
+
+import pytest
+from pydantic import ValidationError
 
 from protocol.chain.params import (
     ONE,
@@ -49,7 +49,10 @@ def test_honest_majority_is_the_binomial_tail_rounded_down() -> None:
     for colluding in (0, 1, 123_456, 333_333, 499_999):
         for per_check in range(1, 17):
             c = Fraction(colluding, PPM)
-            exact = sum(comb(per_check, h) * (1 - c) ** h * c ** (per_check - h) for h in range(per_check // 2 + 1, per_check + 1))
+            exact = sum(
+                comb(per_check, h) * (1 - c) ** h * c ** (per_check - h)
+                for h in range(per_check // 2 + 1, per_check + 1)
+            )
             got = honest_majority(colluding, per_check)
             assert got <= exact * ONE < got + 10**6, (colluding, per_check)
     assert honest_majority(250_000, 2) == 9 * ONE // 16  # a tie is no majority: both honest

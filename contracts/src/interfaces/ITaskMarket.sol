@@ -411,6 +411,9 @@ interface ITaskMarket {
     function taskCount() external view returns (uint256);
     /// @notice A task's validators in joining order, with where each one's range of seat stake starts.
     function membersOf(uint256 taskId) external view returns (Member[] memory);
+    /// @notice The holders of a dispute committee's positions for a committee seed (see
+    ///         `TaskMarketLens.disputeCommittee`): drawn outside the submission's assigned validators.
+    function committeeOf(uint256 submissionId, bytes32 disputeSeed) external view returns (address[] memory);
     /// @notice A validator's seat in a task.
     function seatOf(uint256 taskId, address validator) external view returns (Seat memory);
     /// @notice Sum of every account's unclaimed credits.

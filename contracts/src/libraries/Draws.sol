@@ -38,6 +38,25 @@ library Draws {
         return positions(keccak256(abi.encode(checkSeed, "aggregate")), total, perCheck);
     }
 
+    /// @dev Adds `[start, end)` to the sorted ranges held in the first `length` entries of `starts`/`ends`
+    ///      unless it is there already; returns the new length.
+    function insertRange(uint256[] memory starts, uint256[] memory ends, uint256 length, uint256 start, uint256 end)
+        internal
+        pure
+        returns (uint256)
+    {
+        uint256 at = 0;
+        while (at < length && starts[at] < start) ++at;
+        if (at < length && starts[at] == start) return length;
+        for (uint256 i = length; i > at; --i) {
+            starts[i] = starts[i - 1];
+            ends[i] = ends[i - 1];
+        }
+        starts[at] = start;
+        ends[at] = end;
+        return length + 1;
+    }
+
     /// @dev A dispute's committee seed: keccak(hash of the block that included the dispute, id,
     ///      "dispute"), a hash the disputer could not know when it filed.
     function disputeSeed(bytes32 filedHash, uint256 submissionId) internal pure returns (bytes32) {
@@ -51,6 +70,29 @@ library Draws {
         drawn = new uint256[](count);
         for (uint256 j = 0; j < count; ++j) {
             drawn[j] = uint256(keccak256(abi.encode(seed, j))) % total;
+        }
+    }
+
+    /// @dev `count` positions below `total` outside the `excluded` ranges (`[starts[i], ends[i])`, sorted and
+    ///      disjoint, not covering all of `total`): position j is keccak(seed, j) mod (total minus the
+    ///      excluded stake), moved past each excluded range that starts at or below it. Each position is
+    ///      uniform over the stake left, so each remaining seat keeps its share of it.
+    function positionsOutside(
+        bytes32 seed,
+        uint256 total,
+        uint256 count,
+        uint256[] memory starts,
+        uint256[] memory ends
+    ) internal pure returns (uint256[] memory drawn) {
+        uint256 left = total;
+        for (uint256 i = 0; i < starts.length; ++i) {
+            left -= ends[i] - starts[i];
+        }
+        drawn = positions(seed, left, count);
+        for (uint256 j = 0; j < count; ++j) {
+            for (uint256 i = 0; i < starts.length; ++i) {
+                if (drawn[j] >= starts[i]) drawn[j] += ends[i] - starts[i];
+            }
         }
     }
 
