@@ -59,8 +59,9 @@ def committee_positions(
 ) -> list[int]:
     """Positions of a dispute's committee (`Seats.committee`): a fresh draw over the round's seat stake outside
     the ranges of the validators holding the submission's `assigned` positions (none when it was not
-    sampled; no positions when they hold all of it), each such range skipped: position j is keccak(seed, j) mod (the stake left), moved past each
-    excluded range that starts at or below it. `members` are the round's (its first `validator_count`)."""
+    sampled; no positions when they hold all of it). Position j is keccak(seed, j) mod (the stake left),
+    moved past each excluded range that starts at or below it. `members`: the round's first
+    `validator_count`."""
     starts = [member.start for member in members]
     ranges = set()
     for position in assigned:

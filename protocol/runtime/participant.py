@@ -145,9 +145,14 @@ class Participant:
     def keep_round(self, round_index: int, state: RoundState, deadlines: Deadlines, now: int) -> bool:
         """Takes the round's permissionless step nobody took yet: once the submission window closed, asks
         for its check seed (from a block ahead) and fixes it once that block exists; after the challenge
-        window with no dispute open, finalises it (a round with submissions needs its seed first).
+        window with no dispute open, finalises it (a round with submissions needs its seed first, unless too
+        few validators joined to check it: it is then finalised unverified).
         Returns whether this identity sent one (False when another raced it there, or none was due)."""
         seed_due = state.check_seed == bytes(32) and state.submission_count > 0
+        if seed_due and not state.seed_block and now >= deadlines.submit and self._too_few_validators():
+            # Nobody could check the round: no seed to ask for. It ends unverified when its windows pass
+            # (its work neither paid nor slashed), unless validators join before that.
+            seed_due = False
         if seed_due and now >= deadlines.submit and not state.finalised:
             # Nothing to send while the requested block is still to come (a request names a block ahead;
             # past 256 blocks its hash is gone and the call requests another).
@@ -167,6 +172,11 @@ class Participant:
                 self.reporter.event("round_finalised", round=round_index)
                 return True
         return False
+
+    def _too_few_validators(self) -> bool:
+        """Whether fewer validators joined the task than a check needs (the market then refuses a seed)."""
+        needed = self.crucible.task(self.task_id).validators_per_check
+        return len(self.crucible.members_of(self.task_id)) < needed
 
     def settle(self, submission: int) -> None:
         """Settles a submission of a finalised round unless it is settled (or another settles it first)."""

@@ -14,7 +14,6 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment
-from protocol.chain.ids import submission_id
 from protocol.chain.params import TaskParams, demo_task_params
 from protocol.ml.envs.spec import EnvSpec, default_spec
 
@@ -49,7 +48,7 @@ def fix_check_seed_where(
     """Fixes the current round's check seed at its submission deadline, re-rolling (evm_snapshot /
     evm_revert, another seed block each time) until `wanted` holds: a test's control over the devnet's
     randomness, as forge's `vm.prevrandao` would be. Every try uses a fresh connection (nonces)."""
-    for attempt in range(40):
+    for attempt in range(100):
         crucible = Crucible(Chain(rpc_url), deployment)
         provider = crucible.chain.w3.provider
         task = crucible.task(task_id)
@@ -74,20 +73,16 @@ def fix_check_seed_where(
         if wanted(crucible):
             return crucible
         provider.make_request("evm_revert", [snapshot])  # type: ignore[arg-type]
-    raise AssertionError("no check seed gave the wanted assignment in 40 tries")
+    raise AssertionError("no check seed gave the wanted assignment in 100 tries")
 
 
-def distinct_draws(task_id: int) -> Callable[[Crucible], bool]:
-    """A `fix_check_seed_where` wish: every submission of the current round is checked by distinct
-    validators, and the aggregators are distinct. Stake-weighted draws may give one validator several
-    positions (tests/unit/test_checks.py and contracts/test/StakeWeightedSeats.t.sol test that); this
-    lets a test speak of "the three assigned validators"."""
+def distinct_checks(*submissions: int) -> Callable[[Crucible], bool]:
+    """A `fix_check_seed_where` wish: each of `submissions` is checked by distinct validators. Stake-weighted
+    draws may give one validator several positions (tests/unit/test_checks.py and contracts/test/
+    StakeWeightedSeats.t.sol test that); this lets a test speak of "the three assigned validators"."""
 
     def distinct(view: Crucible) -> bool:
-        current = view.task(task_id).current_round
-        drawn = [view.assigned_validators(submission_id(task_id, current, str(event["trainer"])))
-                 for event in view.submissions(task_id, current)]  # fmt: skip
-        drawn.append(view.aggregators(task_id, current))
+        drawn = [view.assigned_validators(submission) for submission in submissions]
         return all(len(set(holders)) == len(holders) for holders in drawn)
 
     return distinct

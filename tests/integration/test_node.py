@@ -97,9 +97,14 @@ def test_one_node_one_round_submits_work_whose_artifacts_verify(
     store = LocalStore(crucible_home / "store")
     spec = small_spec()
     env_cid = store.put(spec.canonical_bytes())
-    task_id = crucible.create_task(dev[0], demo_task_params(submit_window_s=600), model_cid, env_cid)
+    params = demo_task_params(submit_window_s=600, validators_per_check=1)
+    task_id = crucible.create_task(dev[0], params, model_cid, env_cid)
     trainer = dev[1]
     crucible.stake(trainer, 600 * TOKEN, Role.TRAINER)
+    # One validator joins (so the round can be checked) but runs no process: its check goes unvoted, the
+    # work stands and is paid.
+    crucible.stake(dev[4], 200 * TOKEN, Role.VALIDATOR)
+    crucible.join_task(dev[4], task_id)
     balance_before = crucible.balance_of(trainer.address)
 
     book = tmp_path / "deployment.json"
