@@ -31,8 +31,8 @@ def test_a_round_on_one_second_blocks_ends_with_every_honest_process_exiting_0(
     honest CIDs under its own commitment), two validators sharing the two positions of each check. Every
     process exits 0, however many of its transactions lost a race in a shared block; the honest trainer is
     settled and paid, the copier slashed, the validators that held positions paid, the books balanced.
-    Broken version: the old `Chain._failed` (a replay on the state before the block) → a finaliser that lost to another in the
-    same block gets an undecoded "transaction failed" and exits 1."""
+    Broken version: the old `Chain._failed` (a replay on the state before the block) → a finaliser that
+    lost to another in the same block gets an undecoded "transaction failed" and exits 1."""
     task = create_small_task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], 2, rounds=1,
                              validators_per_check=2)  # fmt: skip
     task_id = task.task_id
