@@ -31,6 +31,9 @@ contract Handler is ProtocolFixture {
     uint256 public ghost_honestSlashed;
     /// Settled submissions whose check or dispute committee the liars held a majority of.
     uint256 public ghost_capturedChecks;
+    /// Check seeds that are not the hash of the block their request named (safety: nobody steers them).
+    uint256 public ghost_steeredSeeds;
+    mapping(uint256 round => bool) internal ghost_seedChecked;
     uint256 public ghost_sampledCheatsUnslashed;
     uint256 public ghost_doubleSettles;
     uint256 public ghost_foreignClaims;
@@ -408,6 +411,31 @@ contract Handler is ProtocolFixture {
         market.fixCheckSeed(taskId);
         vm.roll(block.number + 3);
         market.fixCheckSeed(taskId);
+        _checkSeedIsItsBlocks(round);
+    }
+
+    /// A seed grinder: any actor calls `fixCheckSeed` at a block of its choosing (up to 300 blocks on, so
+    /// sometimes past the 256-block horizon). Whoever calls and whenever, a seed once fixed must be the hash
+    /// of the block its request named.
+    function grindSeed(uint256 blocks, uint256 actorSeed) external {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (task.ended) return;
+        uint256 round = task.currentRound;
+        (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
+        if (block.timestamp < submitDeadline || market.getRound(taskId, round).checkSeed != 0) return;
+        vm.roll(block.number + bound(blocks, 0, 300));
+        vm.prank(_anyActor(actorSeed));
+        market.fixCheckSeed(taskId);
+        _checkSeedIsItsBlocks(round);
+    }
+
+    function _checkSeedIsItsBlocks(uint256 round) internal {
+        ITaskMarket.Round memory rd = market.getRound(taskId, round);
+        if (rd.checkSeed == 0 || ghost_seedChecked[round]) return;
+        ghost_seedChecked[round] = true;
+        if (rd.checkSeed != keccak256(abi.encode(blockhash(rd.seedBlock), taskId, round, "check"))) {
+            ++ghost_steeredSeeds;
+        }
     }
 
     /// @dev Whether the liars hold more than half of the positions.

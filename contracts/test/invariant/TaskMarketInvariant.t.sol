@@ -47,6 +47,14 @@ contract TaskMarketInvariantTest is Test {
         assertEq(handler.token().balanceOf(address(handler.stakes())), staked, "stake manager balance");
     }
 
+    /// Randomness nobody steers (issue 17): whoever fixes a round's check seed, in whatever block (the
+    /// handler's `grindSeed` calls it from any actor up to 300 blocks on), the seed is the hash of the
+    /// block its request named. Broken by: taking the seed from the fixing call's own block (mutant
+    /// "seed-from-callers-block", also caught by a unit test).
+    function invariant_seedsNotSteered() public view {
+        assertEq(handler.ghost_steeredSeeds(), 0, "a check seed not from its requested block");
+    }
+
     /// Property 2, paid at most once: a settled submission never settles again.
     /// Removing `sub.settled = true` (mutant "resettle") is not reached by this campaign: the stake
     /// lock and the round's remaining units refuse most second settlements on their own. The state
