@@ -320,12 +320,15 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
                 "checkpoint": state.checkpoint,
                 "agreed_next": state.agreed_next,
                 "finalised": state.finalised,
+                "unverified": state.unverified,
+                "seat_stake_wei": str(state.seat_stake),
                 "included_units": state.included_units,
                 "open_disputes": state.open_disputes,
                 "submissions": submissions,
             }
         )
     model_cid, env_cid = crucible.task_cids(task_id)
+    members = crucible.members_of(task_id)
     return {
         "task_id": task_id,
         "creator": task.creator,
@@ -353,7 +356,12 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
             "validate": task.validate_window_s,
             "challenge": task.challenge_window_s,
         },
-        "validators": crucible.validators_of(task_id),
+        "colluding_share": crucible.task_params(task_id).colluding_share_ppm / PPM,
+        "validators": [member.account for member in members],
+        "seats": [
+            {"validator": member.account, "stake_wei": str(crucible.seat_of(task_id, member.account).stake)}
+            for member in members
+        ],
         "round_details": rounds,
     }
 
@@ -392,7 +400,12 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
                     "windows (s)",
                     "submit {submit}, validate {validate}, challenge {challenge}".format(**document["windows_s"]),
                 ),
-                ("validators", len(document["validators"])),
+                (
+                    "validators",
+                    f"{len(document['seats'])}, seat stake "
+                    + format_tokens(sum(int(seat["stake_wei"]) for seat in document["seats"]), decimals, symbol),
+                ),
+                ("colluding share assumed", f"{document['colluding_share']:.1%}"),
                 ("refundable now", amount("refundable")),
             ],
         )

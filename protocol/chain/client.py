@@ -423,6 +423,13 @@ class Crucible:
             for log in logs
         ]
 
+    def task_params(self, task_id: int) -> TaskParams:
+        """The numbers the task was created with (from its TaskCreated event)."""
+        created = self.events("TaskMarket", "TaskCreated", taskId=task_id)
+        if not created:
+            raise ConfigError(f"unknown task {task_id}: no TaskCreated event")
+        return TaskParams.from_contract(created[0]["params"])
+
     def task_cids(self, task_id: int) -> tuple[str, str]:
         """The task's initial checkpoint CID and environment spec CID (from its TaskCreated event)."""
         created = self.events("TaskMarket", "TaskCreated", taskId=task_id)
