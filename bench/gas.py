@@ -54,6 +54,11 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
     receipt = chain.transact(crucible.market.functions.createTask(PARAMS.as_contract_tuple(), CID, CID), dev[0])
     record("createTask", receipt)
     task_id = crucible.task_count()
+    # The deterrence check's cost grows with the committee size: the largest one allowed, for the bound.
+    widest = PARAMS.model_copy(update={"validators_per_check": 16})
+    crucible.ensure_allowance(dev[0], crucible.market.address, widest.bounty_wei)
+    function = crucible.market.functions.createTask(widest.as_contract_tuple(), CID, CID)
+    record("createTask (16 per check)", chain.transact(function, dev[0]))
     for signer in dev[1:4]:
         crucible.ensure_allowance(signer, crucible.stakes.address, 1000 * TOKEN)
         record("stake (first, trainer)", chain.transact(crucible.stakes.functions.stake(1000 * TOKEN, 1), signer))

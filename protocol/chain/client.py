@@ -98,12 +98,12 @@ class RoundState:
     checkpoint_epoch: int
     finalised: bool
     unverified: bool  # finalised with too few validators to check it: nothing paid, nothing slashed
-    seat_stake: int  # the seat stake the round's draws share out (snapshot with validator_count)
     included_units: int
     attest_count: int
     checks_remaining: int
     units_remaining: int
     seed_block: int  # the block whose hash will be the check seed (0: not requested yet)
+    seat_stake: int  # the seat stake the round's draws share out (snapshot with validator_count)
     trainer_budget_remaining: int
     fee_remaining: int
     checkpoint: bytes

@@ -82,12 +82,13 @@ interface ITaskMarket {
         uint16 checkpointEpoch;
         bool finalised;
         bool unverified; // finalised with too few validators to check it: nothing paid, nothing slashed
-        uint96 seatStake; // the seat stake the round's draws share out (snapshot with `validatorCount`)
         uint96 includedUnits;
         uint32 attestCount;
         uint32 checksRemaining;
         uint96 unitsRemaining;
+        // Written together when the seed is requested.
         uint64 seedBlock; // the block whose hash is the check seed, fixed in advance (0: not requested)
+        uint96 seatStake; // the seat stake the round's draws share out (snapshot with `validatorCount`)
         uint128 trainerBudgetRemaining;
         uint128 feeRemaining;
         bytes32 checkpoint;

@@ -16,6 +16,7 @@ library Params {
     uint256 internal constant MIN_WINDOW = 5;
     /// @dev The fixed-point unit of probabilities in {honestMajority}.
     uint256 internal constant ONE = 1e18;
+    uint256 private constant ONE_PER_PPM = 1e12;
 
     /// @dev Reverts with the first parameter out of range (`MarketParameterBelow`/`Above`, with the bound
     ///      it broke), or when a cheat would expect to gain.
@@ -58,20 +59,27 @@ library Params {
     /// @dev The chance, in units of ONE and rounded down, that more than half of `perCheck` positions are
     ///      honest when each is a colluder's with chance `colludingPpm` / 1e6 on its own ({Draws}' model):
     ///      the sum over h > perCheck / 2 of C(perCheck, h) a^h c^(perCheck - h), a = 1 - c.
+    ///      Powers are products taken one factor at a time, each rounded down (so a^h and c^i are the same
+    ///      figures however they are reached), tabled once: the cost grows linearly with `perCheck`.
     function honestMajority(uint256 colludingPpm, uint256 perCheck) internal pure returns (uint256 chance) {
-        uint256 c = colludingPpm * (ONE / PPM);
+        uint256 c = colludingPpm * ONE_PER_PPM;
+        uint256[] memory honestPowers = _powers(ONE - c, perCheck); // a^h
+        uint256[] memory colluderPowers = _powers(c, perCheck / 2); // c^i; a majority leaves at most k/2
         uint256 choose = 1; // C(perCheck, h), from h = perCheck down
         for (uint256 h = perCheck; 2 * h > perCheck; --h) {
-            chance += choose * (_power(ONE - c, h) * _power(c, perCheck - h) / ONE);
+            // Each term rounded down before it is counted C(k, h) times: the sum stays a lower bound.
+            // slither-disable-next-line divide-before-multiply
+            chance += choose * (honestPowers[h] * colluderPowers[perCheck - h] / ONE);
             choose = choose * h / (perCheck - h + 1);
         }
     }
 
-    /// @dev x^n in units of ONE, each product rounded down.
-    function _power(uint256 x, uint256 n) private pure returns (uint256 result) {
-        result = ONE;
-        for (uint256 i = 0; i < n; ++i) {
-            result = result * x / ONE;
+    /// @dev x^0 .. x^n in units of ONE, each product rounded down.
+    function _powers(uint256 x, uint256 n) private pure returns (uint256[] memory table) {
+        table = new uint256[](n + 1);
+        table[0] = ONE;
+        for (uint256 i = 1; i <= n; ++i) {
+            table[i] = table[i - 1] * x / ONE;
         }
     }
 
