@@ -373,6 +373,35 @@ contract TaskMarketLifecycleTest is BaseTest {
         market.resolveDispute(honestB);
     }
 
+    /// @dev The slash a submission risks is locked when it is sent (`minTrainerStake` >= `slashAmount`), so
+    ///      two rejected submissions in two tasks that hold all of a trainer's stake between them are each
+    ///      slashed the full `slashAmount`: no slash is capped below it (issue 17, item 2). Shown to fail by
+    ///      locking half of `minTrainerStake` in `submitWork`: 500 stays free, to be unstaked
+    ///      before the slashes land.
+    function test_EachRejectionIsSlashedInFull() public {
+        uint256 other = _createTask(_params());
+        for (uint256 i = 0; i < validators.length; ++i) {
+            vm.prank(validators[i]);
+            market.joinTask(other, 100 * TOKEN);
+        }
+        uint256 second = _submit(other, 0, trainers[2], 50);
+        assertEq(stakes.freeStake(trainers[2]), 0, "its two submissions lock all 1000 of its stake");
+        _attestAll(cheat, false);
+        _warpToValidate(other, 0);
+        _attestAll(second, false);
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        _warpToFinal(other, 0);
+        market.finaliseRound(other);
+        vm.expectEmit();
+        emit ITaskMarket.Settled(cheat, true, 0, 500 * TOKEN);
+        market.settle(cheat);
+        vm.expectEmit();
+        emit ITaskMarket.Settled(second, true, 0, 500 * TOKEN);
+        market.settle(second);
+        assertEq(stakes.accountOf(trainers[2]).staked, 0, "two full slashes");
+    }
+
     /// @dev A dispute committee is drawn outside the validators assigned to the submission: with none left
     ///      (here the task's one validator checked it), the dispute is refused up front and the check's
     ///      outcome stands. Shown to fail by dropping the exclusion in `Seats.committee` (the assigned
