@@ -55,7 +55,7 @@ MUTANTS = [
         MARKET,
         "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > task.validatorsPerCheck) {",
         "if (!sub.rejected && Draws.popcount(sub.invalidMask) == task.validatorsPerCheck) {",
-        "invariant_sampledCheatAlwaysSlashed",
+        "test_TwoInvalidVotesOfThreeReject",
     ),
     (
         "claim-twice",

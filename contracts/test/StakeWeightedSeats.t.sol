@@ -19,9 +19,11 @@ contract StakeWeightedSeatsTest is BaseTest {
         public
         pure
     {
-        stake = bound(stake, 1, 1e30);
-        from = bound(from, 0, 1e30);
-        uint256 total = from + stake + bound(rest, 0, 1e30);
+        // Small ranges, so that drawn positions land on the ranges' edges often (the edges are what a
+        // split could get wrong); the arithmetic does not depend on the scale.
+        stake = bound(stake, 1, 40);
+        from = bound(from, 0, 40);
+        uint256 total = from + stake + bound(rest, 0, 40);
         parts = uint8(bound(parts, 1, 10));
         uint256[] memory drawn = Draws.positions(seed, total, 16);
         uint256 whole = Draws.bitsWithin(drawn, from, stake);

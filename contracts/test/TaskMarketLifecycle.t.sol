@@ -373,6 +373,21 @@ contract TaskMarketLifecycleTest is BaseTest {
         market.resolveDispute(honestB);
     }
 
+    /// @dev Two invalid votes of three reject (a strict majority, not unanimity). Shown to fail by requiring
+    ///      every position to vote invalid (mutant "unanimity": the auditor's dispute in the invariant
+    ///      campaign overturns what it lets through, so the campaign alone does not always catch it).
+    function test_TwoInvalidVotesOfThreeReject() public {
+        address[] memory assigned = lens.assignedValidators(cheat);
+        vm.prank(assigned[0]);
+        market.attest(cheat, true, "bafy-evidence");
+        vm.prank(assigned[1]);
+        market.attest(cheat, false, "bafy-evidence");
+        assertTrue(!market.getSubmission(cheat).rejected, "one of three");
+        vm.prank(assigned[2]);
+        market.attest(cheat, false, "bafy-evidence");
+        assertTrue(market.getSubmission(cheat).rejected, "two of three reject");
+    }
+
     /// @dev The slash a submission risks is locked when it is sent (`minTrainerStake` >= `slashAmount`), so
     ///      two rejected submissions in two tasks that hold all of a trainer's stake between them are each
     ///      slashed the full `slashAmount`: no slash is capped below it (issue 17, item 2). Shown to fail by
