@@ -379,7 +379,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         }
         if (rd.openDisputes != 0) revert MarketOpenDisputes(taskId, round, rd.openDisputes);
         // Settling draws from the check seed; a round nobody submitted to needs none. A round that never
-        // had the validators to request one is finalised unchecked: its work is neither paid nor slashed.
+        // had the validators to request one is finalised unverified: its work is neither paid nor slashed.
         if (rd.submissionCount != 0) {
             if (rd.seedBlock == 0 && _members[taskId].length < task.validatorsPerCheck) rd.unverified = true;
             else _requireCheckSeed(taskId, round, rd);
