@@ -151,7 +151,9 @@ def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     assert assert_amounts_in_wei(listed) == 2 * len(listed["tasks"])  # type: ignore[arg-type]
     shown_task = net.run("task", "show", str(task_id), "--json").json()
     assert shown_task["bounty_wei"] == str(100 * 10**18) and shown_task["rounds"] == 2
-    assert shown_task["sample_rate"] == 0.5 and assert_amounts_in_wei(shown_task) == 7
+    # Seven amounts of the task, and round 0's seat stake (no seats yet: `seats` is empty).
+    assert shown_task["sample_rate"] == 0.5 and assert_amounts_in_wei(shown_task) == 8
+    assert shown_task["seats"] == [] and shown_task["colluding_share"] == 0.333333
     assert (shown_task["model_cid"], shown_task["env_cid"]) == (MODEL_CID, created["env_cid"])
     human = net.run("task", "show", str(task_id))
     assert human.code == 0 and f"Task {task_id}" in human.stdout
