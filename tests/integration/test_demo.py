@@ -54,7 +54,10 @@ def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path)
     assert cheat["stake_after_wei"] == cheat["stake_before_wei"] - 500 * 10**18
     for name in ("trainer-1", "trainer-2"):
         assert wei[name]["rewards_wei"] > 0 and wei[name]["stake_after_wei"] == wei[name]["stake_before_wei"]
-    assert all(wei[f"validator-{i}"]["rewards_wei"] > 0 for i in (1, 2))
+    # The validators earned, between them, at least the round's check fees (10 % of 1,000) and the finders'
+    # half of the slash (250). (Positions are drawn by stake, so one of the two may hold none of the round's
+    # six check positions: 2 * 2^-6, about 3 %.)
+    assert sum(wei[f"validator-{i}"]["rewards_wei"] for i in (1, 2)) >= (100 + 250) * 10**18
     assert summary["money_check"]["balanced"] is True and summary["money_check"]["difference_wei"] == "0"
     assert summary["money_check"]["market"]["balanced"] is True
     assert demo_processes() == []  # nothing left running

@@ -187,7 +187,11 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
     # honest node's and the replay node's (honest in round 0).
     agreed = crucible.events("TaskMarket", "CheckpointAgreed", taskId=task_id, round=0)[0]["checkpointCid"]
     proposals = crucible.events("TaskMarket", "CheckpointProposed", taskId=task_id, round=0)
-    assert len(proposals) >= 2 and {e["checkpointCid"] for e in proposals} == {agreed}  # every aggregator agrees
+    # Every aggregator that proposed agrees, and together they hold a majority of the aggregator positions
+    # (one validator may hold several: its one proposal counts for each).
+    aggregators = crucible.aggregators(task_id, 0)
+    held = sum(aggregators.count(e["aggregator"]) for e in proposals)
+    assert 2 * held > len(aggregators) and {e["checkpointCid"] for e in proposals} == {agreed}
     accepted = [
         event
         for event in crucible.submissions(task_id, 0)
