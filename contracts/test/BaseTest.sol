@@ -73,6 +73,18 @@ abstract contract BaseTest is ProtocolFixture {
         }
     }
 
+    /// @dev `account`, given `staked` tokens by the creator, stakes them as a validator and joins `taskId`
+    ///      with a seat of `seat`.
+    function _joinAsNewValidator(address account, uint256 taskId, uint256 staked, uint256 seat) internal {
+        vm.prank(creator);
+        token.transfer(account, staked);
+        vm.startPrank(account);
+        token.approve(address(stakes), type(uint256).max);
+        stakes.stake(staked, IStakeManager.Role.Validator);
+        market.joinTask(taskId, seat);
+        vm.stopPrank();
+    }
+
     function _stake(address operator, IStakeManager.Role role, uint256 amount) internal {
         vm.prank(operator);
         stakes.stake(amount, role);

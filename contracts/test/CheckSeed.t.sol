@@ -2,7 +2,6 @@
 pragma solidity ^0.8.24;
 
 import {BaseTest} from "./BaseTest.sol";
-import {IStakeManager} from "../src/interfaces/IStakeManager.sol";
 import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
 
 /// @dev Randomness nobody steers (issue 17, item 3): the check seed comes from a block chosen before
@@ -64,14 +63,7 @@ contract CheckSeedTest is BaseTest {
         market.fixCheckSeed(taskId);
         uint32 counted = market.getRound(taskId, 0).validatorCount;
         vm.roll(block.number + 3);
-        address late = _actor("late validator", 99);
-        vm.prank(validators[0]);
-        token.transfer(late, 200 * TOKEN);
-        vm.startPrank(late);
-        token.approve(address(stakes), type(uint256).max);
-        stakes.stake(200 * TOKEN, IStakeManager.Role.Validator);
-        market.joinTask(taskId, 100 * TOKEN);
-        vm.stopPrank();
+        _joinAsNewValidator(_actor("late validator", 99), taskId, 200 * TOKEN, 100 * TOKEN);
         market.fixCheckSeed(taskId);
         assertEq(market.getRound(taskId, 0).validatorCount, counted, "the count of the request");
     }

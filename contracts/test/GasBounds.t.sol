@@ -16,13 +16,7 @@ contract GasBoundsTest is BaseTest {
         extra = new address[](count);
         for (uint256 i = 0; i < count; ++i) {
             extra[i] = vm.addr(1000 + i);
-            vm.prank(creator);
-            token.transfer(extra[i], 200 * TOKEN);
-            vm.startPrank(extra[i]);
-            token.approve(address(stakes), type(uint256).max);
-            stakes.stake(200 * TOKEN, IStakeManager.Role.Validator);
-            market.joinTask(taskId, 100 * TOKEN);
-            vm.stopPrank();
+            _joinAsNewValidator(extra[i], taskId, 200 * TOKEN, 100 * TOKEN);
         }
     }
 

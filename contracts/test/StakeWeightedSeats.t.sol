@@ -43,13 +43,7 @@ contract StakeWeightedSeatsTest is BaseTest {
     function test_OneSeatOfTenTimesTheStakeWeighsTenSeats() public {
         uint256 taskId = _readyTask(_params()); // eight seats of 100
         address big = _actor("big", 99);
-        vm.prank(creator);
-        token.transfer(big, 1000 * TOKEN);
-        vm.startPrank(big);
-        token.approve(address(stakes), type(uint256).max);
-        stakes.stake(1000 * TOKEN, IStakeManager.Role.Validator);
-        market.joinTask(taskId, 1000 * TOKEN);
-        vm.stopPrank();
+        _joinAsNewValidator(big, taskId, 1000 * TOKEN, 1000 * TOKEN);
         ITaskMarket.Seat memory seat = market.seatOf(taskId, big);
         assertEq(seat.from, 800 * TOKEN, "its range starts after the eight");
         assertEq(seat.stake, 1000 * TOKEN, "and weighs all it locked");
