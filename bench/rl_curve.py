@@ -18,6 +18,7 @@ from typing import Any
 
 from node.work import produce_work
 from protocol.artifacts.cid import cid_of_bytes
+from protocol.artifacts.manifest import own_tensors
 from protocol.ml.aggregation import aggregate
 from protocol.ml.envs.spec import default_spec
 from protocol.ml.evaluation import evaluate
@@ -92,7 +93,7 @@ def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any, labels: 
         # The policy's mean reward on its own rollouts: thousands of completions, RL's objective.
         points[-1]["rollout_reward"] = sum(rewards) / len(rewards) if rewards else None
         on_round(round_index, points[-1])
-        state = aggregate(dict(loaded.model.state_dict()), updates, spec.training.outer_learning_rate)
+        state = aggregate(own_tensors(loaded.model), updates, spec.training)
         loaded.model.load_state_dict(state)
     return points
 

@@ -51,7 +51,7 @@ def check_against_generation(loaded: LoadedModel, batch: int, new_tokens: int) -
     spec = default_spec("arithmetic")
     spec.sampling.max_new_tokens = new_tokens
     problems = spec.env().problems(label_seed("bench-check"), batch)
-    prompts = [prompt_ids(loaded.tokenizer, p.prompt) for p in problems]
+    prompts = [prompt_ids(loaded.tokenizer, p) for p in problems]
     seeds = [label_seed("bench-check", str(i)) for i in range(batch)]
     generate(loaded.model, prompts[:1], seeds[:1], spec.sampling, -1, 0)  # warm up kernels
     started = time.perf_counter()

@@ -89,6 +89,26 @@ def init(
         stdout.print(key_value_table(f"Model in {out}", list(document.items())))
 
 
+@app.command("import")
+def import_(
+    source: str = typer.Argument(..., help="A Hugging Face model folder, a .gguf file, or a packaged model (smollm2)."),
+    out: Path = typer.Option(..., "--out", help="New folder for the clean model (must not exist or be empty)."),
+    topk: int = typer.Option(128, "--topk", help="TOPLOC top-k the model must support (its hidden size at least)."),
+    json_output: bool = JSON,
+) -> None:
+    """Write a local model as a clean folder: config, float32 safetensors, tokenizer, chat template."""
+    from protocol.ml.importing import import_model
+    from protocol.runtime.reporter import Reporter
+
+    with Reporter("model", json_output, stderr).progress(f"importing {source}", 1) as advance:
+        document = import_model(source, out, topk)
+        advance(1)
+    if json_output:
+        emit_json(document)
+    else:
+        stdout.print(key_value_table(f"Model in {out}", list(document.items())))
+
+
 @app.command()
 def publish(
     folder: Path = typer.Argument(..., help="A Hugging Face model folder."),

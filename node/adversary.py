@@ -107,7 +107,7 @@ class ForgedTokens(Adversary):
         for index, (slot, out) in enumerate(zip(slots, generated, strict=True)):
             if environment.reward(slot.problem, completion_text(tokenizer, out.completion_ids)) < 1.0:
                 ids = [*tokenizer.encode(slot.problem.answer), tokenizer.eos_id][: spec.sampling.max_new_tokens]
-                targets.append((index, prompt_ids(tokenizer, slot.problem.prompt), ids))
+                targets.append((index, prompt_ids(tokenizer, slot.problem), ids))
         passes = prefill(loaded.model, [(p, c) for _, p, c in targets], tokenizer.pad_id, batch_size)
         for (index, _, ids), recomputed in zip(targets, passes, strict=True):
             forged[index] = Generated(ids, recomputed.activations.float().cpu())
@@ -129,7 +129,7 @@ class CherryPick(Adversary):
             return environment.reward(slot.problem, completion_text(tokenizer, out.completion_ids))
 
         best = list(generated)
-        prompts = [prompt_ids(tokenizer, slot.problem.prompt) for slot in slots]
+        prompts = [prompt_ids(tokenizer, slot.problem) for slot in slots]
         for attempt in range(1, self.tries):
             seeds = [keccak(slot.seed + attempt.to_bytes(4, "big")) for slot in slots]
             tries = generate(

@@ -11,9 +11,8 @@ from protocol.ml.generation import Generated, generate
 from protocol.ml.model import LoadedModel
 from protocol.ml.proofs import build_proofs
 from protocol.ml.tokenizer import completion_text, prompt_ids
-from protocol.ml.training import grpo_update
 from protocol.work.rollouts import RolloutFile, Sample, encode_proofs
-from protocol.work.round import RoundContext, Slot, assigned_slots, training_sequences
+from protocol.work.round import RoundContext, Slot, assigned_slots, round_update
 
 if TYPE_CHECKING:
     import torch
@@ -58,7 +57,7 @@ def produce_work(
     model = adversary.generation_model(loaded.model) if adversary else loaded.model
     generated = generate(
         model,
-        [prompt_ids(tokenizer, slot.problem.prompt) for slot in slots],
+        [prompt_ids(tokenizer, slot.problem) for slot in slots],
         [slot.seed for slot in slots],
         spec.sampling,
         tokenizer.eos_id,
@@ -76,14 +75,7 @@ def produce_work(
     if adversary:
         rollouts = adversary.rescore(rollouts)
     started = time.perf_counter()
-    update = grpo_update(
-        loaded.model,
-        training_sequences(rollouts, spec),
-        spec.training,
-        spec.sampling.temperature,
-        tokenizer.pad_id,
-        progress.trained,
-    )
+    update = round_update(loaded, rollouts, spec, context, progress.trained)
     if adversary:
         update = adversary.corrupt_update(update, context)
     train_s = time.perf_counter() - started
@@ -108,7 +100,7 @@ def _rollout_file(
                 prompt_index=slot.prompt_index,
                 sample_index=slot.sample_index,
                 prompt=slot.problem.prompt,
-                prompt_ids=prompt_ids(tokenizer, slot.problem.prompt),
+                prompt_ids=prompt_ids(tokenizer, slot.problem),
                 completion=text,
                 completion_ids=out.completion_ids,
                 reward=environment.reward(slot.problem, text),

@@ -431,7 +431,7 @@ class Validator(Participant):
         updates, unavailable = load_included_updates(included, self.store, self.options.device)
         for submission, _, error in unavailable:
             self.reporter.event("update_unavailable", submission=str(submission), reason=str(error))
-        return publish_next_checkpoint(loaded, updates, spec.training.outer_learning_rate, self.store)
+        return publish_next_checkpoint(loaded, updates, spec.training, self.store)
 
     # ------------------------------------------------------------ getting paid
 

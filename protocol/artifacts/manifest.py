@@ -178,10 +178,23 @@ def load_state_dict(
     return result
 
 
+def own_tensors(model: Any) -> dict[str, torch.Tensor]:
+    """A model's state dict without the names of tied weights: a tensor shared by several names (the
+    output head tied to the embeddings) is kept once, under its first name."""
+    seen: set[tuple[int, int]] = set()
+    kept: dict[str, torch.Tensor] = {}
+    for name, tensor in model.state_dict().items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+        if key not in seen:
+            seen.add(key)
+            kept[name] = tensor
+    return kept
+
+
 def save_hf_model(model: Any, store: Store, parent: str | None = None, shard_bytes: int = DEFAULT_SHARD_BYTES) -> str:
-    """Stores a Hugging Face model (its state dict and config) as a checkpoint manifest."""
+    """Stores a Hugging Face model (its own tensors and config) as a checkpoint manifest."""
     config = model.config.to_dict()
-    return save_state_dict(model.state_dict(), store, "checkpoint", shard_bytes, config, parent)
+    return save_state_dict(own_tensors(model), store, "checkpoint", shard_bytes, config, parent)
 
 
 def load_hf_model(cid: str, store: Store, device: str = "cpu") -> Any:
@@ -196,7 +209,7 @@ def load_hf_model(cid: str, store: Store, device: str = "cpu") -> Any:
     model = AutoModelForCausalLM.from_config(config)
     state = load_state_dict(cid, store, device=device)
     model.load_state_dict(state, strict=False)
-    missing = set(model.state_dict()) - set(state)
+    missing = set(own_tensors(model)) - set(state)
     if missing:
         raise ArtifactError(f"manifest {cid} lacks tensors the model needs: {sorted(missing)[:3]}")
     return model.to(device)

@@ -1,6 +1,7 @@
 """The outer step: the next checkpoint from the round's checkpoint and its included updates.
 
-DiLoCo with an SGD outer optimizer: next = C + lr * mean(Δ_i), the mean taken in a canonical
+DiLoCo with an SGD outer optimizer: next = C + lr * mean(Δ_i) (a LoRA update's Δ_i is its adapters'
+weight change), the mean taken in a canonical
 order (by submission id) so every aggregator computes the same bytes up to float summation,
 which a fixed order removes on one device. No outer optimizer state is kept (momentum would live
 in the checkpoint manifest).
@@ -11,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from protocol.artifacts.manifest import load_state_dict, save_hf_model
+from protocol.artifacts.manifest import load_state_dict, own_tensors, save_hf_model
 from protocol.artifacts.store import Store
 from protocol.errors import CrucibleError, OwnFault, VerificationError
+from protocol.ml.adapters import weight_deltas
+from protocol.ml.envs.spec import TrainingSettings
 
 if TYPE_CHECKING:
     import torch
@@ -41,33 +44,47 @@ def load_included_updates(
 
 
 def aggregate(
-    checkpoint: dict[str, torch.Tensor], updates: list[tuple[int, dict[str, torch.Tensor]]], outer_learning_rate: float
+    checkpoint: dict[str, torch.Tensor],
+    updates: list[tuple[int, dict[str, torch.Tensor]]],
+    training: TrainingSettings,
 ) -> dict[str, torch.Tensor]:
-    """Returns C + lr * mean(Δ) over `(submission id, Δ)` pairs (the checkpoint itself when there are none)."""
+    """Returns C + lr * mean(Δ) over `(submission id, Δ)` pairs (the checkpoint itself when there are
+    none). A LoRA update's Δ is its adapters' weight change, (alpha / r) B A on each adapted weight."""
     import torch
 
     if not updates:
         return {name: value.clone() for name, value in checkpoint.items()}
-    ordered = [delta for _, delta in sorted(updates, key=lambda pair: pair[0])]
+    lora = training.adapter.kind == "lora"
+    ordered = [
+        weight_deltas(delta, training.adapter) if lora else delta
+        for _, delta in sorted(updates, key=lambda pair: pair[0])
+    ]
     result = {}
     for name, value in checkpoint.items():
         total = torch.zeros_like(value, dtype=torch.float32)
         for delta in ordered:
-            if name not in delta or delta[name].shape != value.shape:
+            if name not in delta:
+                if lora:
+                    continue  # a weight no adapter touches
                 raise VerificationError(f"an update lacks tensor {name} of shape {list(value.shape)}")
+            if delta[name].shape != value.shape:
+                raise VerificationError(f"an update's {name} is not of shape {list(value.shape)}")
             total += delta[name].float()
-        result[name] = (value.float() + outer_learning_rate * total / len(ordered)).to(value.dtype)
+        result[name] = (value.float() + training.outer_learning_rate * total / len(ordered)).to(value.dtype)
+    unknown = sorted({name for delta in ordered for name in delta} - set(checkpoint))
+    if unknown:
+        raise VerificationError(f"an update names {unknown[0]}, which the checkpoint does not have")
     return result
 
 
 def publish_next_checkpoint(
-    loaded: LoadedModel, updates: list[tuple[int, dict[str, torch.Tensor]]], outer_learning_rate: float, store: Store
+    loaded: LoadedModel, updates: list[tuple[int, dict[str, torch.Tensor]]], training: TrainingSettings, store: Store
 ) -> str:
     """Stores the aggregate of the round's checkpoint `loaded` and its included updates as a checkpoint
     manifest whose parent is the round's checkpoint; returns its CID. `loaded.model` is left unchanged."""
     import copy
 
-    state = aggregate(dict(loaded.model.state_dict()), updates, outer_learning_rate)
+    state = aggregate(own_tensors(loaded.model), updates, training)
     model = copy.deepcopy(loaded.model)
-    model.load_state_dict(state)
+    model.load_state_dict(state, strict=False)  # tied names are loaded through their first name
     return save_hf_model(model, store, parent=loaded.checkpoint_cid)

@@ -57,7 +57,7 @@ def _rewards(
     greedy: bool,
 ) -> list[float]:
     environment = spec.env()
-    prompts = [prompt_ids(tokenizer, problem.prompt) for problem in problems]
+    prompts = [prompt_ids(tokenizer, problem) for problem in problems]
     outputs = generate(model, prompts, seeds, settings, tokenizer.eos_id, tokenizer.pad_id, batch_size, greedy=greedy)
     return [
         environment.reward(problem, completion_text(tokenizer, out.completion_ids))

@@ -28,13 +28,24 @@ SIZES: dict[str, tuple[int, int, int, int]] = {
     "base": (512, 8, 8, 2048),
 }
 MAX_POSITIONS = 256
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt")
+# What a Hugging Face tokenizer is made of: a checkpoint manifest carries those present, by CID.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+)
 
 
-def _quiet_transformers() -> None:
+def quiet_transformers() -> None:
     """No hub access, no tqdm bars of transformers' own (we draw ours), warnings only as errors."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF loader's own bar
     from transformers.utils import logging
 
     logging.disable_progress_bar()
@@ -55,7 +66,7 @@ def create_model(size: str, tokenizer: CharTokenizer, seed: int) -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    _quiet_transformers()
+    quiet_transformers()
 
     if size not in SIZES:
         raise ConfigError(f"unknown model size {size!r}: one of {', '.join(SIZES)}")
@@ -83,7 +94,7 @@ def create_model(size: str, tokenizer: CharTokenizer, seed: int) -> Any:
 
 def save_folder(model: PreTrainedModel, folder: Path) -> None:
     """Writes the model as a Hugging Face folder (config.json + safetensors)."""
-    _quiet_transformers()
+    quiet_transformers()
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))
 
@@ -92,7 +103,7 @@ def load_folder(folder: Path, device: str = "cpu") -> LoadedModel:
     """Loads a local Hugging Face causal LM folder and its tokenizer."""
     from transformers import AutoModelForCausalLM
 
-    _quiet_transformers()
+    quiet_transformers()
     if not (folder / "config.json").is_file():
         raise ConfigError(f"{folder} is not a Hugging Face model folder (no config.json)")
     try:
@@ -114,7 +125,7 @@ def publish(folder: Path, store: Store) -> str:
 
 def load_checkpoint(cid: str, store: Store, device: str = "cpu") -> LoadedModel:
     """Loads a checkpoint manifest (every shard checked against its CID) as a model and tokenizer."""
-    _quiet_transformers()
+    quiet_transformers()
     manifest = load_manifest(checked_cid(cid, "checkpoint CID"), store)
     if manifest.kind != "checkpoint":
         raise ArtifactError(f"{cid} is an {manifest.kind} manifest, not a checkpoint")

@@ -7,9 +7,12 @@ The character tokenizer's whole definition is its alphabet; it travels in the mo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.errors import ConfigError
+
+if TYPE_CHECKING:
+    from protocol.ml.envs.base import Problem
 
 # Digits, operators, letters and the separators our environments use.
 DEFAULT_ALPHABET = "0123456789+-*=:,. abcdefghijklmnopqrstuvwxyz"
@@ -35,6 +38,10 @@ class Tokenizer(Protocol):
 
     def config(self) -> dict[str, Any]:
         """What the model config records to rebuild this tokenizer."""
+        ...
+
+    def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        """A prompt's ids as the model sees them: through the chat template when there is one."""
         ...
 
 
@@ -64,6 +71,12 @@ class CharTokenizer:
     def config(self) -> dict[str, Any]:
         return {"kind": "char", "alphabet": self.alphabet}
 
+    def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        """No chat template: the start token, then the user's text (a system message has no place in
+        a model that only ever saw problems)."""
+        start = [self.bos_id] if self.bos_id is not None else []
+        return start + self.encode(messages[-1]["content"])
+
 
 class HuggingFaceTokenizer:
     """A tokenizer loaded from a local folder with `transformers` (never from the hub)."""
@@ -91,6 +104,22 @@ class HuggingFaceTokenizer:
     def config(self) -> dict[str, Any]:
         return {"kind": "huggingface"}
 
+    @property
+    def chat_template(self) -> str | None:
+        """The Jinja chat template, or None for a tokenizer without one (a base model's)."""
+        template = getattr(self._inner, "chat_template", None)
+        return template if isinstance(template, str) and template else None
+
+    def encode_prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        """Through the chat template (with the assistant's turn opened) when the tokenizer has one;
+        otherwise the start token, then the messages' texts separated by a blank line."""
+        if self.chat_template is not None:
+            encoded: Any = self._inner.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            ids = encoded["input_ids"] if not isinstance(encoded, list) else encoded
+            return [int(token) for token in ids]
+        start = [self.bos_id] if self.bos_id is not None else []
+        return start + self.encode("\n\n".join(message["content"] for message in messages))
+
 
 def tokenizer_from_config(config: dict[str, Any] | None, folder: Path | None = None) -> Tokenizer:
     """Rebuilds the tokenizer a model config records, or loads the one beside a model folder."""
@@ -102,10 +131,10 @@ def tokenizer_from_config(config: dict[str, Any] | None, folder: Path | None = N
     raise ConfigError("the model records no tokenizer Crucible can rebuild (publish it from a folder with one)")
 
 
-def prompt_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
-    """A prompt's token ids as the model sees them: the start token (if any), then the text."""
-    start = [tokenizer.bos_id] if tokenizer.bos_id is not None else []
-    return start + tokenizer.encode(prompt)
+def prompt_ids(tokenizer: Tokenizer, problem: Problem) -> list[int]:
+    """A problem's prompt as the model sees it: its messages through the tokenizer's chat template,
+    or, without one, the start token (if any) and the text."""
+    return tokenizer.encode_prompt(problem.messages())
 
 
 def completion_text(tokenizer: Tokenizer, ids: list[int]) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from protocol.ml.adapters import adapter_tensors, attached
 from protocol.ml.envs.base import Environment, Problem
 from protocol.ml.envs.spec import TrainingSettings
 from protocol.ml.model import create_model
@@ -32,9 +33,7 @@ class TrainingSequence:
 
 def answer_sequence(tokenizer: Tokenizer, problem: Problem) -> TrainingSequence:
     """A problem's right answer (and the end token) as a sequence to learn from: the warm-up's data."""
-    return TrainingSequence(
-        prompt_ids(tokenizer, problem.prompt), [*tokenizer.encode(problem.answer), tokenizer.eos_id], 1.0
-    )
+    return TrainingSequence(prompt_ids(tokenizer, problem), [*tokenizer.encode(problem.answer), tokenizer.eos_id], 1.0)
 
 
 def group_advantages(rewards: list[float], group_size: int) -> list[float]:
@@ -96,21 +95,49 @@ def grpo_update(
     temperature: float,
     pad_id: int,
     on_step: Callable[[int, float], None] | None = None,
+    adapter_seed: bytes = b"",
 ) -> dict[str, torch.Tensor]:
-    """Returns the pseudo-gradient Δ = W_local - W (float32, per parameter) of a GRPO update from the
-    model's weights W; the model is left with W.
+    """Returns the update of a GRPO run from the model's weights W; the model is left with W.
 
-    The sequences (after `weighted_sequences`) are cut into minibatches of `minibatch_size` in file
-    order; each of `inner_steps` passes takes one AdamW step per minibatch, with the PPO ratio taken
-    against the weights the round started from. A minibatch is split into micro-batches of
-    `micro_batch_size` for its forward passes, which changes float summation order only."""
+    With `adapter.kind` full, the update is the pseudo-gradient Δ = W_local - W (float32, per parameter).
+    With lora, it is the trained adapter (`<module>.lora_A|lora_B`, see protocol.ml.adapters), started
+    from `adapter_seed`. The sequences (after `weighted_sequences`) are cut into minibatches of
+    `minibatch_size` in file order; each of `inner_steps` passes takes one AdamW step per minibatch,
+    with the PPO ratio taken against the weights the round started from. A minibatch is split into
+    micro-batches of `micro_batch_size` for its forward passes, which changes float summation order only."""
+    import torch
+
+    learned = weighted_sequences(sequences, settings)
+    if settings.adapter.kind == "lora":
+        with attached(model, settings.adapter, adapter_seed) as parameters:
+            if learned:
+                _optimise(model, parameters, learned, settings, temperature, pad_id, on_step)
+            return adapter_tensors(model)
+    start = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+    if not learned:
+        return {name: torch.zeros_like(value, dtype=torch.float32) for name, value in start.items()}
+    try:
+        _optimise(model, list(model.parameters()), learned, settings, temperature, pad_id, on_step)
+        return {name: (parameter.detach() - start[name]).float() for name, parameter in model.named_parameters()}
+    finally:
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                parameter.copy_(start[name])
+
+
+def _optimise(
+    model: Any,
+    parameters: list[torch.nn.Parameter],
+    learned: list[TrainingSequence],
+    settings: TrainingSettings,
+    temperature: float,
+    pad_id: int,
+    on_step: Callable[[int, float], None] | None,
+) -> None:
+    """The GRPO steps of `grpo_update` on `parameters` (the model's weights are changed in place)."""
     import torch
 
     device = next(model.parameters()).device
-    start = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
-    learned = weighted_sequences(sequences, settings)
-    if not learned:
-        return {name: torch.zeros_like(value, dtype=torch.float32) for name, value in start.items()}
     size = settings.minibatch_size or len(learned)
     minibatches = []
     with torch.no_grad():
@@ -124,29 +151,23 @@ def grpo_update(
                 advantages = torch.tensor([s.advantage for s in piece], dtype=torch.float32, device=device)[:, None]
                 micro.append((ids, targets, mask, reference, advantages))
             minibatches.append((micro, float(sum(float(m[2].sum()) for m in micro))))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(parameters, lr=settings.learning_rate, weight_decay=0.0)
     low, high = 1 - settings.clip_epsilon, 1 + settings.clip_epsilon
-    try:
-        for step, (micro, tokens) in enumerate(minibatches * settings.inner_steps):  # passes in order
-            optimizer.zero_grad(set_to_none=True)
-            step_loss = 0.0
-            for ids, targets, mask, reference, advantages in micro:
-                logprobs = _token_logprobs(model, ids, targets, temperature)
-                ratio = torch.exp(logprobs - reference)
-                policy = -torch.minimum(ratio * advantages, ratio.clamp(low, high) * advantages)
-                log_gap = reference - logprobs
-                kl = torch.exp(log_gap) - log_gap - 1  # k3 estimator of KL(current || reference)
-                loss = ((policy + settings.kl_weight * kl) * mask).sum() / max(tokens, 1.0)
-                loss.backward()
-                step_loss += float(loss.detach())
-            optimizer.step()
-            if on_step is not None:
-                on_step(step, step_loss)
-        return {name: (parameter.detach() - start[name]).float() for name, parameter in model.named_parameters()}
-    finally:
-        with torch.no_grad():
-            for name, parameter in model.named_parameters():
-                parameter.copy_(start[name])
+    for step, (micro, tokens) in enumerate(minibatches * settings.inner_steps):  # passes in order
+        optimizer.zero_grad(set_to_none=True)
+        step_loss = 0.0
+        for ids, targets, mask, reference, advantages in micro:
+            logprobs = _token_logprobs(model, ids, targets, temperature)
+            ratio = torch.exp(logprobs - reference)
+            policy = -torch.minimum(ratio * advantages, ratio.clamp(low, high) * advantages)
+            log_gap = reference - logprobs
+            kl = torch.exp(log_gap) - log_gap - 1  # k3 estimator of KL(current || reference)
+            loss = ((policy + settings.kl_weight * kl) * mask).sum() / max(tokens, 1.0)
+            loss.backward()
+            step_loss += float(loss.detach())
+        optimizer.step()
+        if on_step is not None:
+            on_step(step, step_loss)
 
 
 def apply_update(model: Any, delta: dict[str, torch.Tensor], scale: float = 1.0) -> None:

@@ -26,9 +26,8 @@ from protocol.ml.model import LoadedModel
 from protocol.ml.proofs import chunk_count, proof_problem, verify_proofs
 from protocol.ml.sampling import replay_many
 from protocol.ml.tokenizer import completion_text, prompt_ids
-from protocol.ml.training import grpo_update
 from protocol.work.rollouts import RolloutFile, parse_rollouts
-from protocol.work.round import RoundContext, Slot, assigned_slots, training_sequences
+from protocol.work.round import RoundContext, Slot, assigned_slots, round_update
 
 if TYPE_CHECKING:
     import torch
@@ -183,7 +182,7 @@ def check_prompts(rollouts: RolloutFile, slots: list[Slot], loaded: LoadedModel)
     for index, (slot, sample) in enumerate(zip(slots, rollouts.samples, strict=True)):
         wanted = (slot.prompt_index, slot.sample_index, slot.problem.prompt, "0x" + slot.seed.hex())
         got = (sample.prompt_index, sample.sample_index, sample.prompt, sample.seed)
-        if wanted != got or sample.prompt_ids != prompt_ids(loaded.tokenizer, slot.problem.prompt):
+        if wanted != got or sample.prompt_ids != prompt_ids(loaded.tokenizer, slot.problem):
             failures.append({"sample": index, "expected_prompt": slot.problem.prompt, "found_prompt": sample.prompt})
     reason = f"{len(failures)} samples are not the assigned prompt or seed" if failures else ""
     return CheckResult("prompts", not failures, {"samples": len(rollouts.samples)}, {}, failures, reason)
@@ -332,16 +331,15 @@ def relative_errors(
 
 
 def check_update(
-    rollouts: RolloutFile, claimed: dict[str, torch.Tensor], loaded: LoadedModel, spec: EnvSpec
+    rollouts: RolloutFile,
+    claimed: dict[str, torch.Tensor],
+    loaded: LoadedModel,
+    spec: EnvSpec,
+    context: RoundContext,
 ) -> CheckResult:
-    """Replays the GRPO update from the checkpoint and the rollouts; compares tensor by tensor."""
-    replayed = grpo_update(
-        loaded.model,
-        training_sequences(rollouts, spec),
-        spec.training,
-        spec.sampling.temperature,
-        loaded.tokenizer.pad_id,
-    )
+    """Replays the GRPO update (or LoRA adapter) from the checkpoint and the rollouts; compares tensor
+    by tensor."""
+    replayed = round_update(loaded, rollouts, spec, context)
     errors, wrong = relative_errors(claimed, replayed)
     tolerance = spec.verification.update_tolerance
     failures: list[dict[str, Any]] = [{"tensor": name, "reason": "missing, extra or misshapen"} for name in wrong]
@@ -416,7 +414,7 @@ def verify_submission(claim: Claim, spec: EnvSpec, loaded: LoadedModel, artifact
             raise
         except CrucibleError as error:
             return _fail("update", f"update manifest: {error}")
-        return check_update(rollouts, claimed, loaded, spec)
+        return check_update(rollouts, claimed, loaded, spec, claim.context)
 
     timed(update_check)
     return Verdict(results)

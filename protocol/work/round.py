@@ -4,14 +4,20 @@ these; validators and auditors check it with the same functions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.chain.client import Crucible
 from protocol.ml.envs.base import Problem
 from protocol.ml.envs.spec import EnvSpec
-from protocol.ml.seeds import prompt_seed, sample_seed
-from protocol.ml.training import TrainingSequence, group_advantages
+from protocol.ml.model import LoadedModel
+from protocol.ml.seeds import label_seed, prompt_seed, sample_seed
+from protocol.ml.training import TrainingSequence, group_advantages, grpo_update
 from protocol.work.rollouts import RolloutFile
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -85,3 +91,23 @@ def training_sequences(rollouts: RolloutFile, spec: EnvSpec) -> list[TrainingSeq
         TrainingSequence(sample.prompt_ids, sample.completion_ids, advantage)
         for sample, advantage in zip(rollouts.samples, advantages, strict=True)
     ]
+
+
+def round_update(
+    loaded: LoadedModel,
+    rollouts: RolloutFile,
+    spec: EnvSpec,
+    context: RoundContext,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict[str, torch.Tensor]:
+    """The update a rollout file's trainer owes: GRPO from the round's checkpoint on its sequences,
+    a LoRA adapter (if the spec asks for one) started from the node's prompt seed."""
+    return grpo_update(
+        loaded.model,
+        training_sequences(rollouts, spec),
+        spec.training,
+        spec.sampling.temperature,
+        loaded.tokenizer.pad_id,
+        on_step,
+        adapter_seed=label_seed("crucible-adapter", "0x" + context.prompts_seed().hex()),
+    )

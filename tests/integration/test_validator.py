@@ -201,7 +201,7 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
     included = [
         (submission_id(task_id, 0, event["trainer"]), load_state_dict(event["updateCid"], store)) for event in accepted
     ]
-    expected = publish_next_checkpoint(load_checkpoint(model_cid, store), included, spec.training.outer_learning_rate,
+    expected = publish_next_checkpoint(load_checkpoint(model_cid, store), included, spec.training,
                                        LocalStore(crucible_home / "recomputed"))  # fmt: skip
     assert agreed == expected
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from protocol.errors import ConfigError
+from protocol.ml.envs.base import Problem
 from protocol.ml.envs.registry import environment_of
 from protocol.ml.envs.spec import default_spec, parse_spec
 from protocol.ml.seeds import SeedStream, label_seed, prompt_seed, sample_seed
@@ -87,7 +88,7 @@ def test_spec_defaults_round_trip_and_bad_specs_are_named() -> None:
         (json.dumps({"environment": "sorting", "training": {"group_size": 1}}).encode(), "training.group_size"),
         (json.dumps({"environment": "sorting", "training": {"prompts_per_round": 1000, "group_size": 100}}).encode(),
          "above the bound"),
-        (json.dumps({"environment": "sorting", "schema_version": 3}).encode(), "schema_version"),
+        (json.dumps({"environment": "sorting", "schema_version": 4}).encode(), "schema_version"),
         (json.dumps({"environment": "sorting", "surprise": 1}).encode(), "surprise"),
     ]  # fmt: skip
     for data, fragment in cases:
@@ -98,7 +99,7 @@ def test_spec_defaults_round_trip_and_bad_specs_are_named() -> None:
 
 def test_char_tokenizer_round_trip_and_unknown_characters() -> None:
     tokenizer = CharTokenizer()
-    ids = prompt_ids(tokenizer, "12+34=")
+    ids = prompt_ids(tokenizer, Problem("12+34=", "46"))
     assert ids[0] == tokenizer.bos_id and tokenizer.decode(ids) == "12+34="
     assert completion_text(tokenizer, [*tokenizer.encode("46"), tokenizer.eos_id, *tokenizer.encode("9")]) == "46"
     assert CharTokenizer(**{"alphabet": tokenizer.config()["alphabet"]}).encode("a b") == tokenizer.encode("a b")
@@ -113,7 +114,7 @@ def test_a_version_one_spec_keeps_the_update_it_named() -> None:
     its trainers ran (one full batch, negatives at full weight). Broken version that fails: dropping
     `EnvSpec._version_one_meaning` (the new defaults, 64 and 0.0, would apply to the old task)."""
     current = default_spec("arithmetic")
-    assert current.schema_version == 2 and current.training.minibatch_size == 64
+    assert current.schema_version == 3 and current.training.minibatch_size == 64
     document = json.loads(current.canonical_bytes())
     document["schema_version"] = 1
     for name in ("minibatch_size", "negative_weight"):

@@ -24,7 +24,7 @@ NODE = "0x" + "ab" * 20
 def _prompts(tiny: LoadedModel, spec: EnvSpec, count: int) -> tuple[list[list[int]], list[bytes]]:
     seed = prompt_seed(1, 0, NODE, bytes(32))
     problems = spec.env().problems(seed, count)
-    return [prompt_ids(tiny.tokenizer, p.prompt) for p in problems], [sample_seed(seed, i, 0) for i in range(count)]
+    return [prompt_ids(tiny.tokenizer, p) for p in problems], [sample_seed(seed, i, 0) for i in range(count)]
 
 
 def _python_noise(seed: bytes, position: int, token: int) -> float:

@@ -18,10 +18,18 @@ HELD_OUT_BELOW = 26
 
 @dataclass(frozen=True)
 class Problem:
-    """One prompt and the answer its reward is measured against."""
+    """One prompt and the answer its reward is measured against; `system` is the environment's
+    instruction to a chat model (answer format), `index` where the problem sits in its dataset."""
 
     prompt: str
     answer: str
+    system: str = ""
+    index: int = -1
+
+    def messages(self) -> list[dict[str, str]]:
+        """The problem as chat messages: the system instruction (if any), then the prompt as the user's."""
+        user = {"role": "user", "content": self.prompt}
+        return [{"role": "system", "content": self.system}, user] if self.system else [user]
 
 
 class Environment(ABC):

@@ -49,6 +49,18 @@ class ToplocSettings(_Strict):
     max_mantissa_err_median: float = Field(1.0, ge=0, description="Largest median mantissa error of a chunk.")
 
 
+class AdapterSettings(_Strict):
+    """What a trainer's update changes: every weight (`full`), or a LoRA adapter on the target modules
+    whose product the outer step folds into the next full checkpoint."""
+
+    kind: Literal["full", "lora"] = Field("full", description="full: every weight; lora: low-rank adapters.")
+    rank: int = Field(8, ge=1, le=1024, description="LoRA rank r.")
+    alpha: int = Field(16, ge=1, le=65536, description="LoRA alpha: the adapter's product is scaled by alpha / r.")
+    target_modules: list[str] = Field(
+        ["q_proj", "v_proj"], min_length=1, description="Linear layers that get an adapter (by module name)."
+    )
+
+
 class TrainingSettings(_Strict):
     """The local GRPO update every trainer runs, and the outer step of aggregation."""
 
@@ -72,6 +84,7 @@ class TrainingSettings(_Strict):
     clip_epsilon: float = Field(0.2, gt=0, le=1, description="PPO-style ratio clip.")
     micro_batch_size: int = Field(64, ge=1, description="Sequences per forward pass (changes float order only).")
     outer_learning_rate: float = Field(1.0, gt=0, le=10, description="Outer step: next = C + lr * mean(updates).")
+    adapter: AdapterSettings = Field(default_factory=AdapterSettings)
 
 
 class VerificationSettings(_Strict):
@@ -94,7 +107,8 @@ class EnvSpec(_Strict):
     schema_name: Literal["crucible.env"] = Field("crucible.env", alias="schema")
     # 2 added training.minibatch_size and training.negative_weight; a version-1 document is read with
     # what it meant (one full batch, negatives at full weight), so tasks created before replay the same.
-    schema_version: Literal[1, 2] = 2
+    # 3 added training.adapter (default full: what earlier versions did).
+    schema_version: Literal[1, 2, 3] = 3
     environment: str = Field(description="Registered environment name (`crucible env list`).")
     params: dict[str, Any] = Field(default_factory=dict, description="The environment's own parameters.")
     eval_size: int = Field(200, ge=1, le=100_000, description="Problems in the held-out evaluation set.")

@@ -1,0 +1,95 @@
+"""LoRA updates: started from the work seed, replayed exactly by a validator, leaving the round's model
+as it was, and folded into the next checkpoint as (alpha / r) B A in a canonical order.
+
+Shown failing on broken versions: initialising lora_A with peft's own draw (torch's global generator)
+instead of the work seed's generator makes `test_a_lora_update_replays_exactly` fail whenever the
+global generator has moved between the two runs (the test moves it); dropping `wrapped.unload()` in
+`adapters.attached` fails `test_the_model_is_left_as_it_was`; scaling by alpha instead of alpha / r in
+`weight_deltas` fails `test_the_outer_step_folds_the_adapters_product`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from protocol.artifacts.manifest import own_tensors
+from protocol.errors import ConfigError, VerificationError
+from protocol.ml.adapters import check_targets, weight_deltas
+from protocol.ml.aggregation import aggregate
+from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.model import LoadedModel
+from protocol.ml.training import TrainingSequence, grpo_update
+
+
+def _lora(spec: EnvSpec, **changes: object) -> EnvSpec:
+    lora = spec.model_copy(deep=True)
+    lora.training.adapter = lora.training.adapter.model_copy(update={"kind": "lora", **changes})
+    lora.training.learning_rate = 1e-3
+    return lora
+
+
+def _sequences(tiny: LoadedModel) -> list[TrainingSequence]:
+    encode = tiny.tokenizer.encode
+    prompts = [[1, *encode("12+34=")], [1, *encode("5+5=")]]
+    answers = [[*encode("46"), 2], [*encode("47"), 2], [*encode("10"), 2], [*encode("11"), 2]]
+    return [TrainingSequence(prompts[i // 2], answers[i], 1.0 if i % 2 == 0 else -1.0) for i in range(4)]
+
+
+def test_a_lora_update_replays_exactly(tiny: LoadedModel, spec: EnvSpec) -> None:
+    lora = _lora(spec)
+    first = grpo_update(tiny.model, _sequences(tiny), lora.training, 1.0, 0, adapter_seed=b"\x01" * 32)
+    torch.rand(1000)  # the global generator moves: the adapter's start must not depend on it
+    second = grpo_update(tiny.model, _sequences(tiny), lora.training, 1.0, 0, adapter_seed=b"\x01" * 32)
+    other = grpo_update(tiny.model, _sequences(tiny), lora.training, 1.0, 0, adapter_seed=b"\x02" * 32)
+    layers = tiny.model.config.num_hidden_layers
+    assert sorted(first) == sorted(second) and len(first) == 2 * 2 * layers  # q_proj and v_proj, A and B
+    assert all(name.endswith((".lora_A", ".lora_B")) and not name.startswith("base_model") for name in first)
+    assert all(torch.equal(first[name], second[name]) for name in first)
+    assert any(not torch.equal(first[name], other[name]) for name in first)
+    b = first["model.layers.0.self_attn.q_proj.lora_B"]
+    assert b.shape == (tiny.model.config.hidden_size, 8) and float(b.abs().sum()) > 0  # B left zero: trained
+
+
+def test_the_model_is_left_as_it_was(tiny: LoadedModel, spec: EnvSpec) -> None:
+    before = {name: tensor.clone() for name, tensor in own_tensors(tiny.model).items()}
+    modules = [name for name, _ in tiny.model.named_modules()]
+    grpo_update(tiny.model, _sequences(tiny), _lora(spec).training, 1.0, 0, adapter_seed=b"\x01" * 32)
+    assert [name for name, _ in tiny.model.named_modules()] == modules
+    assert all(torch.equal(before[name], tensor) for name, tensor in own_tensors(tiny.model).items())
+    assert all(parameter.requires_grad for parameter in tiny.model.parameters())
+
+
+def test_lora_bytes_are_a_small_share_of_a_full_update(tiny: LoadedModel, spec: EnvSpec) -> None:
+    lora = grpo_update(tiny.model, _sequences(tiny), _lora(spec).training, 1.0, 0, adapter_seed=b"\x01" * 32)
+    full = grpo_update(tiny.model, _sequences(tiny), spec.training, 1.0, 0)
+    lora_bytes = sum(t.numel() * t.element_size() for t in lora.values())
+    full_bytes = sum(t.numel() * t.element_size() for t in full.values())
+    assert lora_bytes < 0.1 * full_bytes, (lora_bytes, full_bytes)
+
+
+def test_the_outer_step_folds_the_adapters_product(tiny: LoadedModel, spec: EnvSpec) -> None:
+    lora = _lora(spec, rank=4, alpha=8)
+    first = grpo_update(tiny.model, _sequences(tiny), lora.training, 1.0, 0, adapter_seed=b"\x01" * 32)
+    second = grpo_update(tiny.model, _sequences(tiny)[:2], lora.training, 1.0, 0, adapter_seed=b"\x02" * 32)
+    checkpoint = own_tensors(tiny.model)
+    folded = aggregate(checkpoint, [(7, second), (3, first)], lora.training)
+    in_order = aggregate(checkpoint, [(3, first), (7, second)], lora.training)
+    assert all(torch.equal(folded[name], in_order[name]) for name in checkpoint)  # by submission id
+    name = "model.layers.1.self_attn.v_proj"
+    expected = checkpoint[f"{name}.weight"] + 0.5 * sum(
+        2.0 * (update[f"{name}.lora_B"] @ update[f"{name}.lora_A"]) for update in (first, second)
+    )
+    assert torch.allclose(folded[f"{name}.weight"], expected, atol=1e-6)
+    untouched = "model.layers.1.self_attn.k_proj.weight"
+    assert torch.equal(folded[untouched], checkpoint[untouched])
+    with pytest.raises(VerificationError, match="not a matching lora_A, lora_B pair"):
+        weight_deltas({f"{name}.lora_A": first[f"{name}.lora_A"]}, lora.training.adapter)
+
+
+def test_targets_the_model_lacks_are_refused(tiny: LoadedModel, spec: EnvSpec) -> None:
+    wrong = _lora(spec, target_modules=["q_proj", "c_attn"])
+    with pytest.raises(ConfigError, match="LoRA target module 'c_attn' is not in the model"):
+        check_targets(tiny.model.config.to_dict(), wrong.training.adapter)
+    with pytest.raises(ConfigError, match="c_attn"):
+        grpo_update(tiny.model, _sequences(tiny), wrong.training, 1.0, 0, adapter_seed=b"\x01" * 32)
+    check_targets(tiny.model.config.to_dict(), _lora(spec).training.adapter)  # q_proj, v_proj: present
