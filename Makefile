@@ -102,7 +102,7 @@ mutants: setup build
 # Two workers, each test file whole on one (its module fixtures made once): the integration tests
 # spend much of their time waiting on child processes and the devnet clock.
 test-python: setup build
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --durations=15
 
 test: lint test-contracts mutants test-python
 

@@ -3,6 +3,10 @@ environments, and trainers that differ from the validator in thread count and ba
 each adversary's work, side by side in one run. Figures and the chosen thresholds: docs/verification.md.
 
 Run: .venv/bin/python -m bench.calibrate [--seeds 34] [--adversary-seeds 20] > calibration.json
+     .venv/bin/python -m bench.calibrate --model smollm2 [--seeds 34] [--adversary-seeds 4] > smollm2.json
+
+With --model, a real model (SmolLM2-135M-Instruct, or a folder) on the real-model demo's task
+(reasoning-gym chain_sum, LoRA updates) replaces the two made-up environments.
 """
 
 from __future__ import annotations
@@ -13,17 +17,20 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 from eth_utils import keccak
 
 from bench.node import warm_model
+from demo.runner import DemoOptions
 from node.adversary import adversary_of
 from node.work import RoundWork, produce_work
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.ml.envs.spec import EnvSpec, default_spec
-from protocol.ml.model import LoadedModel
+from protocol.ml.importing import PACKAGED, packaged_model_folder
+from protocol.ml.model import LoadedModel, load_folder
 from protocol.work.checks import check_rewards, check_sampling, check_toploc, check_update, run_prefill
 from protocol.work.round import RoundContext, assigned_slots
 
@@ -44,6 +51,16 @@ def calibration_spec(environment: str) -> EnvSpec:
     spec.training.prompts_per_round, spec.training.group_size = 4, 4
     spec.sampling.max_new_tokens = 12
     return spec
+
+
+def real_model(model: str) -> tuple[LoadedModel, EnvSpec]:
+    """A real model and the real-model demo's spec, at the calibration's size (4 prompts x 4 samples)."""
+    options = DemoOptions(model=model, prompts=4)
+    options.check()
+    spec = options.spec()
+    spec.training.group_size = 4
+    folder = packaged_model_folder(model) if model in PACKAGED else Path(model)
+    return load_folder(folder), spec
 
 
 def context_of(seed: int, environment: str) -> RoundContext:
@@ -158,6 +175,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=34, help="Honest seeds per environment and variant.")
     parser.add_argument("--adversary-seeds", type=int, default=20, help="Seeds per environment and adversary.")
     parser.add_argument("--warmup-steps", type=int, default=300)
+    parser.add_argument("--model", help="A real model (smollm2 or a folder) on the real-model demo's task.")
     arguments = parser.parse_args()
     if arguments.report:
         with open(arguments.report) as handle:
@@ -167,9 +185,12 @@ def main() -> None:
           f"{torch.get_num_threads()} threads", file=sys.stderr)  # fmt: skip
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    for environment in ("arithmetic", "sorting"):
-        loaded = warm_model("tiny", arguments.warmup_steps, calibration_spec(environment))
-        spec = calibration_spec(environment)
+    for environment in (DemoOptions().spec().environment,) if arguments.model else ("arithmetic", "sorting"):
+        if arguments.model:
+            loaded, spec = real_model(arguments.model)
+        else:
+            loaded = warm_model("tiny", arguments.warmup_steps, calibration_spec(environment))
+            spec = calibration_spec(environment)
         for name, batch, micro, threads in HONEST_VARIANTS:
             for seed in range(arguments.seeds):
                 row = figures(loaded, spec, context_of(seed, environment), None, batch, micro, threads)

@@ -32,8 +32,10 @@ PLOT = Path(__file__).resolve().parent.parent / "docs" / "quality.svg"
 
 
 def configurations(rounds: int, prompts: int, warmup: int) -> dict[str, DemoOptions]:
-
-    common: dict[str, Any] = {"rounds": rounds, "validators": 2, "warmup_steps": warmup}
+    common: dict[str, Any] = {
+        "rounds": rounds, "validators": 2, "warmup_steps": warmup, "model": "tiny", "eval_every_round": True,
+        "eval_problems": 200, "eval_sampled": True,
+    }  # fmt: skip
     default_minibatch = TrainingSettings().minibatch_size
     return {
         "decentralised (3 nodes)": DemoOptions(trainers=3, adversaries=[], prompts=prompts, **common),

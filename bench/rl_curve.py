@@ -5,6 +5,11 @@ several hyper-parameter settings side by side in one run, from the same warmed-u
 
 Run: .venv/bin/python -m bench.rl_curve [--size tiny] [--warmup-steps 600] [--rounds 6] [--nodes 3]
      [--setting lr=3e-4,mb=32 --setting neg=1,mb=0,inner=4,prompts=8 ...] [--labels] [--json]
+     [--model smollm2|FOLDER] [--env reasoning-gym/chain_sum --set answer=last_number --set eval_size=500 ...]
+
+With --model the warm-up is skipped (a real model starts as it is); --set changes the spec as
+`crucible env spec --set` does. The last line gives the paired held-out gain (first → last checkpoint)
+with its 95 % interval, greedy and sampled.
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ import copy
 import json
 import platform
 import time
+from pathlib import Path
 from typing import Any
 
 from node.work import produce_work
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.manifest import own_tensors
 from protocol.ml.aggregation import aggregate
-from protocol.ml.envs.spec import default_spec
-from protocol.ml.evaluation import evaluate
-from protocol.ml.model import LoadedModel, create_model
+from protocol.ml.envs.spec import spec_with_settings
+from protocol.ml.evaluation import evaluate, paired_gain
+from protocol.ml.importing import PACKAGED, packaged_model_folder
+from protocol.ml.model import LoadedModel, create_model, load_folder
 from protocol.ml.tokenizer import DEFAULT_ALPHABET, CharTokenizer
 from protocol.ml.training import answer_sequence, grpo_update, supervised_warmup
 from protocol.work.round import RoundContext, assigned_slots
@@ -59,15 +66,31 @@ def labelled_update(loaded: Any, spec: Any, context: Any) -> Any:
     return grpo_update(loaded.model, sequences, spec.training, spec.sampling.temperature, tokenizer.pad_id)
 
 
-def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any, labels: bool = False) -> list[dict[str, float]]:
+def _evaluated(loaded: LoadedModel, spec: Any) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = evaluate(loaded.model, loaded.tokenizer, spec)
+    return {
+        "accuracy": result.accuracy, "sampled_accuracy": result.sampled_accuracy,
+        "mean_reward": result.mean_reward, "sampled_mean_reward": result.sampled_mean_reward,
+        "greedy_rewards": result.greedy_rewards, "sampled_rewards": result.sampled_rewards,
+        "eval_s": round(time.perf_counter() - started, 1),
+    }  # fmt: skip
+
+
+def curve(
+    base: Any, spec: Any, nodes: int, rounds: int, on_round: Any, labels: bool = False, ends_only: bool = False
+) -> list[dict[str, Any]]:
     """Held-out accuracy of the initial checkpoint and after each round of `nodes` trainers (trained on
-    the right answers instead of their rollouts with `labels`)."""
+    the right answers instead of their rollouts with `labels`; with `ends_only`, the first and last
+    checkpoints only)."""
 
     loaded = LoadedModel(copy.deepcopy(base.model), base.tokenizer, None)
     points = []
     for round_index in range(rounds + 1):
-        result = evaluate(loaded.model, loaded.tokenizer, spec)
-        points.append({"accuracy": result.accuracy, "sampled_accuracy": result.sampled_accuracy})
+        if ends_only and 0 < round_index < rounds:  # the rollouts' reward still shows the curve
+            points.append({})
+        else:
+            points.append(_evaluated(loaded, spec))
         if round_index == rounds:
             on_round(round_index, points[-1])
             break
@@ -90,11 +113,12 @@ def curve(base: Any, spec: Any, nodes: int, rounds: int, on_round: Any, labels: 
             work = produce_work(loaded, spec, context)
             rewards += [sample.reward for sample in work.rollouts.samples]
             updates.append((node, work.update))
+            points[-1].setdefault("work_s", []).append(round(work.generate_s + work.prove_s + work.train_s, 1))
         # The policy's mean reward on its own rollouts: thousands of completions, RL's objective.
         points[-1]["rollout_reward"] = sum(rewards) / len(rewards) if rewards else None
         on_round(round_index, points[-1])
         state = aggregate(own_tensors(loaded.model), updates, spec.training)
-        loaded.model.load_state_dict(state)
+        loaded.model.load_state_dict(state, strict=False)  # tied names load through their first name
     return points
 
 
@@ -109,18 +133,25 @@ def main() -> None:
     parser.add_argument(
         "--labels", action="store_true", help="Control: each setting also trained on the right answers."
     )
+    parser.add_argument("--model", default=None, help="smollm2 or a model folder (no warm-up)")
+    parser.add_argument("--set", dest="settings", action="append", default=[], help="a spec setting, key=value")
+    parser.add_argument("--ends-only", action="store_true", help="Evaluate the first and last checkpoints only.")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    spec = default_spec(args.env)
+    spec = spec_with_settings({"environment": args.env}, args.settings)
     environment = spec.env()
-    extra = "".join(sorted(set(environment.alphabet()) - set(DEFAULT_ALPHABET)))
-    tokenizer = CharTokenizer(DEFAULT_ALPHABET + extra)
-    model = create_model(args.size, tokenizer, 0)
-    started = time.perf_counter()
-    supervised_warmup(model, tokenizer, environment, args.warmup_steps, 0)
-    print(f"warm-up {args.warmup_steps} steps: {time.perf_counter() - started:.0f} s", flush=True)
-    base = LoadedModel(model, tokenizer, None)
+    if args.model:
+        folder = packaged_model_folder(args.model) if args.model in PACKAGED else Path(args.model)
+        base = load_folder(folder)
+    else:
+        extra = "".join(sorted(set(environment.alphabet()) - set(DEFAULT_ALPHABET)))
+        tokenizer = CharTokenizer(DEFAULT_ALPHABET + extra)
+        model = create_model(args.size, tokenizer, 0)
+        started = time.perf_counter()
+        supervised_warmup(model, tokenizer, environment, args.warmup_steps, 0)
+        print(f"warm-up {args.warmup_steps} steps: {time.perf_counter() - started:.0f} s", flush=True)
+        base = LoadedModel(model, tokenizer, None)
     results = []
     runs = [(text, False) for text in args.setting or [""]]
     if args.labels:
@@ -138,8 +169,9 @@ def main() -> None:
             run_spec,
             args.nodes,
             args.rounds,
-            lambda index, point, label=label: print(f"{label} r{index}: {point}", flush=True),
+            lambda index, point, label=label: print(f"{label} r{index}: {_shown(point)}", flush=True),
             labels,
+            args.ends_only,
         )
         results.append({"setting": label, "seconds": round(time.perf_counter() - started, 1), "points": points})
     document = {
@@ -154,14 +186,25 @@ def main() -> None:
         print(json.dumps(document, indent=2))
     else:
         for result in results:
-            greedy = " → ".join(f"{p['accuracy']:.3f}" for p in result["points"])
-            sampled = " → ".join(f"{p['sampled_accuracy']:.3f}" for p in result["points"])
+            greedy = " → ".join(f"{p['accuracy']:.3f}" for p in result["points"] if p.get("accuracy") is not None)
+            sampled = " → ".join(
+                f"{p['sampled_accuracy']:.3f}" for p in result["points"] if p.get("accuracy") is not None
+            )
             reward = " → ".join(
                 f"{p['rollout_reward']:.3f}" for p in result["points"] if p.get("rollout_reward") is not None
             )
             print(f"{result['setting']} ({result['seconds']} s)\n  greedy  {greedy}\n  sampled {sampled}")
             if reward:
                 print(f"  rollout reward (rounds 0..{len(result['points']) - 2}) {reward}")
+            first, last = result["points"][0], result["points"][-1]
+            for kind in ("greedy", "sampled"):
+                gain = paired_gain(first[f"{kind}_rewards"], last[f"{kind}_rewards"])
+                verdict = "a gain" if gain.real else "no gain"
+                print(f"  {kind} held-out reward {gain.mean:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] ({verdict})")
+
+
+def _shown(point: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in point.items() if not key.endswith("_rewards")}
 
 
 if __name__ == "__main__":

@@ -66,17 +66,30 @@ def _print(summary: dict[str, Any], json_output: bool) -> None:
         return
     rounds = Table(
         "checkpoint",
-        "greedy",
-        "sampled (the policy RL trains)",
+        "held-out greedy",
+        "held-out sampled (the policy RL trains)",
         "mean reward of its rollouts",
-        title="Accuracy: held-out greedy and sampled, and the round's accepted rollouts",
+        title="Accuracy: the initial and final checkpoints on held-out problems, every round's accepted rollouts",
         title_justify="left",
     )
+
+    def percent(value: float | None) -> str:
+        return "" if value is None else f"{100 * value:.1f}%"
+
     for row in summary["rounds"]:
         name = "initial" if row["round"] == 0 else f"after round {row['round']}"
-        reward = "" if row["rollout_reward"] is None else f"{100 * row['rollout_reward']:.1f}%"
-        rounds.add_row(name, f"{100 * row['accuracy']:.1f}%", f"{100 * row['sampled_accuracy']:.1f}%", reward)
+        rounds.add_row(name, percent(row["accuracy"]), percent(row["sampled_accuracy"]), percent(row["rollout_reward"]))
     stdout.print(rounds)
+    gain = summary["gain"]
+    for kind, label in (("greedy", "greedy"), ("sampled", "sampled as the task samples")):
+        figures = gain[kind]
+        if figures is None:
+            continue
+        verdict = "a real gain" if figures["real"] else "no gain (the interval holds zero or is below it)"
+        stdout.print(
+            f"held-out reward, {label}: {100 * figures['mean']:+.1f} points, 95 % interval "
+            f"[{100 * figures['low']:+.1f}, {100 * figures['high']:+.1f}] over {gain['problems']} problems: {verdict}"
+        )
     accounts = Table(
         "account", "role", "stake before", "stake after", "rewards", title="Accounts", title_justify="left"
     )

@@ -58,17 +58,37 @@ def main(
 
 @app.command()
 def demo(
-    rounds: int = typer.Option(5, "--rounds", help="Rounds of training."),
+    rounds: int | None = typer.Option(None, "--rounds", help="Rounds of training (default: 3; 5 for a made-up model)."),
     trainers: int = typer.Option(3, "--trainers", help="Trainer nodes (separate processes)."),
     validators: int = typer.Option(2, "--validators", help="Validators (separate processes)."),
     adversary: list[str] = typer.Option(
         ["inflated-rewards"], "--adversary", help="A cheating trainer's strategy (repeatable)."
     ),
     no_adversary: bool = typer.Option(False, "--no-adversary", help="Every trainer honest."),
-    env: str = typer.Option("arithmetic", "--env", help="Environment: arithmetic or sorting."),
-    size: str = typer.Option("tiny", "--size", help="Model size: tiny, small or base."),
+    env: str | None = typer.Option(
+        None,
+        "--env",
+        help="Environment name (`crucible env list`) or spec file (default: reasoning-gym/chain_sum; arithmetic "
+        "for a made-up model).",
+    ),
+    model: str = typer.Option(
+        "smollm2",
+        "--model",
+        help="smollm2 (SmolLM2-135M-Instruct, LoRA updates), a Hugging Face folder, or a model made and warmed "
+        "up here: tiny, small or base.",
+    ),
+    size: str | None = typer.Option(None, "--size", hidden=True, help="Same as --model tiny|small|base."),
+    settings: list[str] = typer.Option([], "--set", help="A spec setting, key=value (as `crucible env spec`)."),
+    eval_problems: int = typer.Option(
+        500, "--eval-problems", help="Held-out problems of the gain, the same before and after."
+    ),
+    eval_sampled: bool = typer.Option(
+        False, "--eval-sampled", help="Also answer the held-out problems sampled as the task samples."
+    ),
     warmup_steps: int = typer.Option(600, "--warmup-steps", help="Supervised warm-up steps of the initial model."),
-    prompts: int = typer.Option(256, "--prompts", help="Prompts each trainer answers per round (1 to 512)."),
+    prompts: int | None = typer.Option(
+        None, "--prompts", help="Prompts each trainer answers per round, 1 to 512 (default: 16; 256 made-up)."
+    ),
     minibatch: int | None = typer.Option(
         None, "--minibatch", help="Sequences per optimizer step of the update (0: all in one; default: the spec's)."
     ),
@@ -90,7 +110,10 @@ def demo(
         validators=validators,
         adversaries=[] if no_adversary else list(adversary),
         env=env,
-        size=size,
+        model=size or model,
+        settings=list(settings),
+        eval_problems=eval_problems,
+        eval_sampled=eval_sampled,
         warmup_steps=warmup_steps,
         prompts=prompts,
         minibatch=minibatch,

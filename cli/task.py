@@ -88,6 +88,7 @@ def _check_served(model_cid: str, env_cid: str, store_text: str | None) -> None:
     from protocol.artifacts.manifest import load_manifest
     from protocol.artifacts.store import LocalStore
     from protocol.errors import CrucibleError
+    from protocol.ml.adapters import check_model_fits
     from protocol.ml.envs.spec import parse_spec
 
     store = open_store(store_text)
@@ -103,9 +104,13 @@ def _check_served(model_cid: str, env_cid: str, store_text: str | None) -> None:
         if missing:
             raise ConfigError(f"the store lacks {len(missing)} shard(s) of the model {model_cid}; {hint}")
     try:
-        parse_spec(store.get(env_cid), env_cid)
+        spec = parse_spec(store.get(env_cid), env_cid)
     except CrucibleError as error:
         raise ConfigError(f"the store cannot serve the environment spec {env_cid}: {error} (nothing sent)") from None
+    try:
+        check_model_fits(manifest.model_config_data or {}, spec)
+    except ConfigError as error:
+        raise ConfigError(f"{error}: the spec does not fit the model {model_cid} (nothing sent)") from None
 
 
 @app.command()

@@ -1,18 +1,20 @@
 """`crucible demo`: a whole decentralised RL task on a private devnet, every role a separate process.
 
-A private Anvil, the contracts, an initial model made and warmed up locally (`crucible model init`,
-`crucible model publish`), a task with a bounty, trainer nodes (`crucible node run`, some with
-`--adversary`) and validators (`crucible validator run`) as child processes sharing one local
-store. The demo itself only plays the devnet's clock: once everyone has done a window's work it
-moves the chain's time to the next deadline (a devnet mines on demand), so a round takes as long
-as its work, not its windows. It ends with the held-out accuracy of every checkpoint, each
-account's stake and rewards, and the auditor's money check; every child is stopped on the way out,
-Ctrl-C included.
+A private Anvil, the contracts, an initial model (SmolLM2-135M-Instruct from the model cache, or one
+made and warmed up locally) published as a checkpoint, a task with a bounty, trainer nodes
+(`crucible node run`, some with `--adversary`) and validators (`crucible validator run`) as child
+processes sharing one local store. The demo itself only plays the devnet's clock: once everyone has
+done a window's work it moves the chain's time to the next deadline (a devnet mines on demand), so a
+round takes as long as its work, not its windows. It ends with the held-out gain of the final
+checkpoint over the initial one (the same problems, paired, with a 95 % interval), each round's
+rollout reward, each account's stake and rewards, and the auditor's money check; every child is
+stopped on the way out, Ctrl-C included.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -30,6 +32,7 @@ from auditor.index import EventIndex
 from auditor.money import market_balance_check, money_check
 from node.adversary import ADVERSARIES
 from protocol.accounts import Signer, load_signer
+from protocol.artifacts.manifest import load_manifest
 from protocol.artifacts.store import LocalStore
 from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
@@ -39,9 +42,12 @@ from protocol.chain.ids import submission_id
 from protocol.chain.params import PPM, demo_task_params
 from protocol.config import crucible_home, devnet_settings
 from protocol.errors import ConfigError, CrucibleError
-from protocol.ml.envs.spec import MAX_SAMPLES, default_spec
+from protocol.ml.adapters import check_model_fits
+from protocol.ml.envs.spec import MAX_SAMPLES, EnvSpec, load_spec_file, spec_with_settings
+from protocol.ml.evaluation import held_out_rewards, paired_gain
+from protocol.ml.importing import PACKAGED, packaged_model_folder
+from protocol.ml.model import SIZES, save_folder
 from protocol.ml.model import publish as publish_model
-from protocol.ml.model import save_folder
 from protocol.ml.training import initial_model
 from protocol.values import format_tokens
 from protocol.work.rollouts import parse_rollouts
@@ -59,21 +65,41 @@ STEP_TIMEOUT_S = 600
 class DemoOptions:
     """What `crucible demo` runs."""
 
-    rounds: int = 5
+    rounds: int | None = None  # None: by model (MADE_UP_DEFAULTS, REAL_DEFAULTS)
     trainers: int = 3
     validators: int = 2
     adversaries: list[str] = field(default_factory=lambda: ["inflated-rewards"])
-    env: str = "arithmetic"
-    size: str = "tiny"
-    warmup_steps: int = 600
-    prompts: int = 256
+    env: str | None = None  # an environment name or spec file; None: by model
+    model: str = "smollm2"  # a packaged model, a model folder, or a made-up size (tiny, small, base)
+    settings: list[str] = field(default_factory=list)  # spec settings, as `crucible env spec --set`
+    eval_problems: int = 500  # held-out problems of the gain, the same before and after
+    eval_every_round: bool = False  # also evaluate the checkpoints between the first and the last (benches)
+    eval_sampled: bool = False  # also answer the held-out problems sampled as the task samples (twice the time)
+    warmup_steps: int = 600  # a made-up model's supervised warm-up
+    prompts: int | None = None  # prompts a trainer answers per round; None: by model
     minibatch: int | None = None  # sequences per optimizer step; None: the spec's default
+
     keep: bool = False
     port: int = 8600
     unsafe_no_validation: bool = False  # validators attest without checking (`--adversary lazy`): a lesson
 
+    @property
+    def round_count(self) -> int:
+        """Rounds of training (after `check`)."""
+        return int(self.rounds or 0)
+
+    @property
+    def made_up(self) -> bool:
+        """Whether the initial model is made and warmed up here (a size) rather than a real one."""
+        return self.model in SIZES
+
     def check(self) -> None:
-        """Refuses options that cannot make a demo, naming the first problem."""
+        """Fills the defaults the model decides, then refuses options that cannot make a demo, naming the
+        first problem."""
+        defaults = MADE_UP_DEFAULTS if self.made_up else REAL_DEFAULTS
+        self.rounds = int(defaults["rounds"]) if self.rounds is None else self.rounds
+        self.prompts = int(defaults["prompts"]) if self.prompts is None else self.prompts
+        self.env = str(defaults["env"]) if self.env is None else self.env
 
         if not 1 <= self.rounds <= 50:
             raise ConfigError(f"--rounds must be 1 to 50, got {self.rounds}")
@@ -89,14 +115,68 @@ class DemoOptions:
         for name in self.adversaries:
             if name not in ADVERSARIES:
                 raise ConfigError(f"unknown adversary {name!r}: one of {', '.join(sorted(ADVERSARIES))}")
-        if self.env not in ("arithmetic", "sorting"):
-            raise ConfigError(f"unknown environment {self.env!r}: arithmetic or sorting")
-        if self.size not in ("tiny", "small", "base"):
-            raise ConfigError(f"unknown model size {self.size!r}: tiny, small or base")
+        unknown = not self.made_up and self.model not in PACKAGED and not (Path(self.model) / "config.json").is_file()
+        if unknown:
+            choices = ", ".join([*sorted(PACKAGED), *SIZES])
+            raise ConfigError(f"unknown model {self.model!r}: {choices} or a Hugging Face model folder")
+        if not 2 <= self.eval_problems <= 100_000:
+            raise ConfigError(f"--eval-problems must be 2 to 100000, got {self.eval_problems}")
         if not 1 <= self.prompts <= 512:
             raise ConfigError(f"--prompts must be 1 to 512, got {self.prompts}")
         if self.minibatch is not None and not 0 <= self.minibatch <= MAX_SAMPLES:
             raise ConfigError(f"--minibatch must be 0 (all in one step) to {MAX_SAMPLES}, got {self.minibatch}")
+        self.spec()  # an unknown environment or a bad --set is named here, before anything starts
+
+    def spec(self) -> EnvSpec:
+        """The task's spec: the environment's defaults (a spec file's content, if --env names one), the
+        real-model preset for a Hugging Face model on a reasoning-gym task, --prompts, --minibatch, then --set."""
+        env, prompts = str(self.env), int(self.prompts or 0)  # filled in by check()
+        path = Path(env)
+        if env.endswith(".json") or path.is_file():
+            document: dict[str, Any] = json.loads(load_spec_file(path).canonical_bytes())
+        else:
+            document = {"environment": env}
+            if not self.made_up:
+                document = _merged(document, REAL_MODEL_PRESET)
+                if env == DEMO_REAL_ENV:
+                    document = _merged(document, DEMO_REAL_ENV_PARAMS)
+        document = _merged(document, {"training": {"prompts_per_round": prompts}})
+        if self.minibatch is not None:
+            document = _merged(document, {"training": {"minibatch_size": self.minibatch}})
+        return spec_with_settings(document, self.settings)
+
+
+# What the model decides when an option is left out: the made-up model learns little per round from
+# many prompts; SmolLM2 with LoRA learns from few (bench/rl_curve.py, docs/benchmarks.md).
+MADE_UP_DEFAULTS: dict[str, Any] = {"rounds": 5, "prompts": 256, "env": "arithmetic"}
+REAL_DEFAULTS: dict[str, Any] = {"rounds": 3, "prompts": 16, "env": "reasoning-gym/chain_sum"}
+# What the demo changes in a spec for a real model: LoRA updates and short completions (a CPU's budget).
+# Micro-batches of 8: a forward pass's logits are [sequences, tokens, 49,152] floats, 4 times over in
+# the loss and its gradient, and five processes share the machine's memory.
+REAL_MODEL_PRESET: dict[str, Any] = {
+    "sampling": {"max_new_tokens": 12},
+    "training": {"group_size": 8, "minibatch_size": 32, "micro_batch_size": 8, "learning_rate": 2e-3,
+                 "adapter": {"kind": "lora", "rank": 8, "alpha": 16}},
+}  # fmt: skip
+# The real model's demo task: two-term sums of one- and two-digit numbers, the answer read as the last
+# number of the reply (SmolLM2 answers "The final answer is 16."); 100,000 items hold about 1,600
+# distinct held-out problems.
+DEMO_REAL_ENV = "reasoning-gym/chain_sum"
+DEMO_REAL_ENV_PARAMS: dict[str, Any] = {
+    "params": {"answer": "last_number", "dataset_size": 100_000,
+               "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}},
+}  # fmt: skip
+
+
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` merged in, section by section."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 @dataclass
@@ -112,14 +192,20 @@ class Participant:
 
 
 class Children:
-    """Child processes, all stopped when the demo ends or is interrupted."""
+    """Child processes, all stopped when the demo ends or is interrupted. Each gets torch threads for its
+    share of the cores: trainers work at the same time as each other (three with a thread per core each
+    made a round's trainers 2.7x slower on 2 cores), validators after them, often one far more than the
+    other (positions are drawn by stake), so each of those may use every core."""
 
     def __init__(self, home: Path, rpc_url: str, book: Path) -> None:
         self.home, self.rpc_url, self.book = home, rpc_url, book
         self.processes: list[tuple[str, subprocess.Popen[str]]] = []
 
-    def start(self, label: str, args: list[str], key: str | None = None) -> subprocess.Popen[str]:
-        env = {**os.environ, "CRUCIBLE_HOME": str(self.home)}
+    def start(self, label: str, args: list[str], key: str | None = None, threads: int = 1) -> subprocess.Popen[str]:
+        env = {**os.environ, "CRUCIBLE_HOME": str(self.home), "OMP_NUM_THREADS": str(threads),
+               # Large buffers (a model's tensors, a batch's logits) from mmap, given back when freed: glibc's
+               # moving threshold otherwise keeps a trainer's freed peak, 1.5 GB of it with SmolLM2.
+               "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}  # fmt: skip
         if key is not None:
             env["CRUCIBLE_PRIVATE_KEY"] = key
         log = (self.home / "logs" / f"{label}.log").open("w")
@@ -210,23 +296,29 @@ class Demo:
     def _walk(self, crucible: Crucible, creator: Signer, home: Path, children: Children) -> dict[str, Any]:
         options = self.options
         store = LocalStore(home / "store")
-        spec = default_spec(options.env)
-        steps = options.warmup_steps
-        self.stage("making the initial model: warm-up", 0, steps)
-        model, _, _ = initial_model(
-            spec.env(), options.size, steps, seed=0,
-            on_step=lambda step, loss: self.stage("making the initial model: warm-up", step + 1, steps),
-        )  # fmt: skip
-        save_folder(model, home / "model")
-        model_cid = publish_model(home / "model", store)
-        spec.training.prompts_per_round = options.prompts
-        if options.minibatch is not None:
-            spec.training.minibatch_size = options.minibatch
+        spec = options.spec()
+        if options.made_up:
+            steps = options.warmup_steps
+            self.stage("making the initial model: warm-up", 0, steps)
+            model, _, _ = initial_model(
+                spec.env(), options.model, steps, seed=0,
+                on_step=lambda step, loss: self.stage("making the initial model: warm-up", step + 1, steps),
+            )  # fmt: skip
+            save_folder(model, home / "model")
+            folder = home / "model"
+        else:
+            self.stage(f"making the initial model: {options.model}", 0, 1)
+            folder = packaged_model_folder(options.model) if options.model in PACKAGED else Path(options.model)
+        model_cid = publish_model(folder, store)
+        check_model_fits(load_manifest(model_cid, store).model_config_data or {}, spec)
         env_cid = store.put(spec.canonical_bytes())
         self.stage("making the initial model: published", 1, 1)
-        per_check = min(2, options.validators)
+        # Every submission is checked (a sample rate of 1); by two validators each with a made-up model, by
+        # one with a real model, whose checks (a prefill and an update replay of a 135M model) bound the
+        # round on 2 cores. A lying validator is still answered by a dispute.
+        per_check = min(2 if options.made_up else 1, options.validators)
         params = demo_task_params(
-            rounds=options.rounds,
+            rounds=options.round_count,
             sample_rate_ppm=PPM,
             validators_per_check=per_check,
             submit_window_s=LONG_S,
@@ -234,13 +326,13 @@ class Demo:
             challenge_window_s=LONG_S,
         )
         task_id = crucible.create_task(creator, params, model_cid, env_cid)
-        self.say(f"task {task_id}: bounty {format_tokens(params.bounty_wei, 18, 'CRU')} over {options.rounds} rounds, "
-                 f"model {model_cid}")  # fmt: skip
+        bounty = format_tokens(params.bounty_wei, 18, "CRU")
+        self.say(f"task {task_id}: bounty {bounty} over {options.round_count} rounds, model {model_cid}")
 
         people = self._participants(crucible, creator)
         for person in people:
             # A cheat is slashed every round: it stakes enough to keep submitting to the end.
-            stake = params.min_trainer_stake_wei + params.slash_wei * (options.rounds if person.adversary else 1)
+            stake = params.min_trainer_stake_wei + params.slash_wei * (options.round_count if person.adversary else 1)
             if person.role == "validator":
                 stake = 2 * params.min_validator_stake_wei
             crucible.transfer(creator, person.signer.address, stake)
@@ -252,18 +344,20 @@ class Demo:
             "--account",
             "env",
             "--rounds",
-            str(options.rounds),
+            str(options.round_count),
             "--json",
             "--poll",
             "0.5",
         ]
+        cores = os.cpu_count() or 1
         for person in people:
             role_args = ["node" if person.role == "trainer" else "validator", "run", *common]
             if person.adversary:
                 role_args += ["--adversary", person.adversary]
-            children.start(person.name, role_args, key=person.key)
+            threads = max(1, cores // options.trainers) if person.role == "trainer" else cores
+            children.start(person.name, role_args, key=person.key, threads=threads)
         trainers = [p for p in people if p.role == "trainer"]
-        for round_index in range(options.rounds):
+        for round_index in range(options.round_count):
             self._round(crucible, task_id, round_index, trainers, per_check, children)
         self._wait("every process to settle, claim and exit", lambda: all(
             process.poll() is not None for _, process in children.processes), children)  # fmt: skip
@@ -300,7 +394,7 @@ class Demo:
         children: Children,
     ) -> None:
         total = 4
-        label = f"round {round_index} of 0-{self.options.rounds - 1}"
+        label = f"round {round_index} of 0-{self.options.round_count - 1}"
         self.stage(f"{label}: trainers working", 0, total)
         ids = [submission_id(task_id, round_index, p.signer.address) for p in trainers]
         self._wait(f"{len(trainers)} submissions in round {round_index}",
@@ -366,39 +460,66 @@ class Demo:
             index.sync()
             auditor = Auditor(crucible, index, store, rerun=False)
             env_cid = str(auditor.created(task_id).args["envCid"])
-            audits = [auditor.round(task_id, r, rerun=False) for r in range(self.options.rounds)]
+            audits = [auditor.round(task_id, r, rerun=False) for r in range(self.options.round_count)]
             checkpoints = [audit.checkpoint_cid for audit in audits]
-            last = audits[-1].agreed_cid or crucible.checkpoint_cid(task_id, self.options.rounds - 1)
+            last = audits[-1].agreed_cid or crucible.checkpoint_cid(task_id, self.options.round_count - 1)
             rewards = [self._rollout_reward(audit, store) for audit in audits]
+            # The gain: the initial and final checkpoints on the same held-out problems (the same sampling
+            # seeds), paired problem by problem; rounds in between show their rollouts' reward.
+            spec = auditor.spec(env_cid)
+            every = [*checkpoints, last]
+            chosen = range(len(every)) if self.options.eval_every_round else (0, len(every) - 1)
+            modes = ("greedy", "sampled") if self.options.eval_sampled else ("greedy",)
+            evaluated: dict[tuple[int, str], tuple[float, ...]] = {}
+            for done, (number, mode) in enumerate([(n, m) for n in chosen for m in modes]):
+                self.stage(f"evaluating on {self.options.eval_problems} held-out problems", done,
+                           len(chosen) * len(modes))  # fmt: skip
+                loaded = auditor.models.get(every[number])
+                count = self.options.eval_problems
+                evaluated[number, mode] = held_out_rewards(
+                    loaded.model, loaded.tokenizer, spec, count, mode == "greedy"
+                )
             rounds = []
-            for number, cid in enumerate([*checkpoints, last]):
-                self.stage("evaluating checkpoints", number, len(checkpoints) + 1)
-                greedy, sampled = auditor.accuracy(cid, env_cid)
+            for number, cid in enumerate(every):
+                greedy, sampled = evaluated.get((number, "greedy")), evaluated.get((number, "sampled"))
                 rounds.append({
-                    "round": number, "checkpoint_cid": cid, "accuracy": greedy, "sampled_accuracy": sampled,
+                    "round": number, "checkpoint_cid": cid,
+                    "accuracy": None if greedy is None else _accuracy(greedy),
+                    "sampled_accuracy": None if sampled is None else _accuracy(sampled),
                     "rollout_reward": rewards[number] if number < len(rewards) else None,
                 })  # fmt: skip
+            last_number = len(every) - 1
+            gain: dict[str, Any] = {"problems": len(evaluated[0, "greedy"])}
+            for mode in ("greedy", "sampled"):
+                ends = evaluated.get((0, mode)), evaluated.get((last_number, mode))
+                gain[mode] = None if ends[0] is None or ends[1] is None else paired_gain(ends[0], ends[1]).as_json()
             books = money_check(crucible, index, task_id)
             market = market_balance_check(crucible, index)
             accounts = []
             for person in people:
                 credited = sum(int(e.args["amount"]) for e in index.events("Credited", task=task_id,
                                                                             account=person.signer.address))  # fmt: skip
-                after = crucible.stake_account(person.signer.address).staked
+                staked = crucible.stake_account(person.signer.address).staked
                 accounts.append({
                     "name": person.name, "role": person.role, "address": person.signer.address,
                     "adversary": person.adversary, "stake_before_wei": str(person.stake_before),
-                    "stake_after_wei": str(after), "rewards_wei": str(credited),
+                    "stake_after_wei": str(staked), "rewards_wei": str(credited),
                 })  # fmt: skip
         finally:
             index.close()
         return {
             "task_id": task_id,
             "rounds": rounds,
+            "gain": gain,
             "accounts": accounts,
             "refunded_wei": str(refund),
             "money_check": books.as_json() | {"market": market, "balanced": books.balanced and market["balanced"]},
         }
+
+
+def _accuracy(rewards: tuple[float, ...]) -> float:
+    """The share of full-reward answers."""
+    return sum(reward >= 1.0 for reward in rewards) / len(rewards)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

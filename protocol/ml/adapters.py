@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ConfigError, VerificationError
-from protocol.ml.envs.spec import AdapterSettings
+from protocol.ml.envs.spec import AdapterSettings, EnvSpec
 
 if TYPE_CHECKING:
     import torch
@@ -49,6 +49,16 @@ def check_targets(model_config: dict[str, Any], settings: AdapterSettings) -> No
     problem = target_problem([name for name, _ in model.named_modules()], settings)
     if problem:
         raise ConfigError(problem)
+
+
+def check_model_fits(model_config: dict[str, Any], spec: EnvSpec) -> None:
+    """Raises ConfigError when a spec cannot work with the model a checkpoint's config describes: a
+    hidden size below TOPLOC's top-k, or LoRA target modules the model does not have."""
+    hidden = int(model_config.get("hidden_size") or 0)
+    if hidden < spec.toploc.topk:
+        raise ConfigError(f"the model's hidden size {hidden} is below the spec's TOPLOC top-k {spec.toploc.topk}")
+    if spec.training.adapter.kind == "lora":
+        check_targets(model_config, spec.training.adapter)
 
 
 def seed_number(seed: bytes) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from protocol.artifacts.manifest import load_state_dict, own_tensors, save_hf_model
+from protocol.artifacts.manifest import load_state_dict, own_tensors, save_state_dict
 from protocol.artifacts.store import Store
 from protocol.errors import CrucibleError, OwnFault, VerificationError
 from protocol.ml.adapters import weight_deltas
@@ -82,9 +82,6 @@ def publish_next_checkpoint(
 ) -> str:
     """Stores the aggregate of the round's checkpoint `loaded` and its included updates as a checkpoint
     manifest whose parent is the round's checkpoint; returns its CID. `loaded.model` is left unchanged."""
-    import copy
-
-    state = aggregate(own_tensors(loaded.model), updates, training)
-    model = copy.deepcopy(loaded.model)
-    model.load_state_dict(state, strict=False)  # tied names are loaded through their first name
-    return save_hf_model(model, store, parent=loaded.checkpoint_cid)
+    state = aggregate(own_tensors(loaded.model), updates, training)  # new tensors: the model is not touched
+    return save_state_dict(state, store, "checkpoint", model_config=loaded.model.config.to_dict(),
+                           parent=loaded.checkpoint_cid)  # fmt: skip

@@ -16,34 +16,81 @@ from protocol.ml.tokenizer import Tokenizer, completion_text, prompt_ids
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Held-out figures: accuracy (share of full-reward answers) and mean reward, greedy and sampled."""
+    """Held-out figures: accuracy (share of full-reward answers) and mean reward, greedy and sampled,
+    and each problem's rewards (in held-out order, for paired comparisons)."""
 
     accuracy: float
     mean_reward: float
     sampled_accuracy: float
     sampled_mean_reward: float
     problems: int
+    greedy_rewards: tuple[float, ...] = ()
+    sampled_rewards: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Gain:
+    """A paired difference (after - before) over the same problems: its mean and 95 % interval."""
+
+    mean: float
+    low: float
+    high: float
+    problems: int
+
+    @property
+    def real(self) -> bool:
+        """Whether the interval excludes zero (above it): a gain whose interval holds zero is none."""
+        return self.low > 0
+
+    def as_json(self) -> dict[str, float | int | bool]:
+        """The gain as JSON figures."""
+        return {"mean": self.mean, "low": self.low, "high": self.high, "problems": self.problems, "real": self.real}
+
+
+def paired_gain(before: tuple[float, ...], after: tuple[float, ...]) -> Gain:
+    """The mean per-problem difference and its 95 % interval (normal approximation, t ≈ 1.96 for the
+    hundreds of problems an evaluation holds)."""
+    if len(before) != len(after) or len(before) < 2:
+        raise ValueError(f"a paired gain needs the same problems twice, got {len(before)} and {len(after)}")
+    differences = [b - a for a, b in zip(before, after, strict=True)]
+    count = len(differences)
+    mean = sum(differences) / count
+    variance = sum((d - mean) ** 2 for d in differences) / (count - 1)
+    half = 1.96 * (variance / count) ** 0.5
+    return Gain(mean, mean - half, mean + half, count)
 
 
 def evaluate(
     model: Any, tokenizer: Tokenizer, spec: EnvSpec, count: int | None = None, batch_size: int = 128
 ) -> Evaluation:
     """Answers `count` (default: the spec's eval_size) held-out problems greedily and sampled, and scores them."""
+    greedy_rewards = held_out_rewards(model, tokenizer, spec, count, greedy=True, batch_size=batch_size)
+    sampled_rewards = held_out_rewards(model, tokenizer, spec, count, greedy=False, batch_size=batch_size)
+    problems = len(greedy_rewards)
+    return Evaluation(
+        accuracy=sum(r >= 1.0 for r in greedy_rewards) / problems,
+        mean_reward=sum(greedy_rewards) / problems,
+        sampled_accuracy=sum(r >= 1.0 for r in sampled_rewards) / problems,
+        sampled_mean_reward=sum(sampled_rewards) / problems,
+        problems=problems,
+        greedy_rewards=greedy_rewards,
+        sampled_rewards=sampled_rewards,
+    )
+
+
+def held_out_rewards(
+    model: Any, tokenizer: Tokenizer, spec: EnvSpec, count: int | None, greedy: bool, batch_size: int = 128
+) -> tuple[float, ...]:
+    """The reward of each of the first `count` held-out problems (default: the spec's eval_size), answered
+    greedily or sampled as the task samples, each problem with its own fixed seed (so two checkpoints
+    are compared on the same problems and the same noise)."""
     environment = spec.env()
     problems = environment.held_out(count or spec.eval_size)
-    length = environment.max_answer_chars() + 1
-    greedy = SamplingSettings(max_new_tokens=length)
-    sampled = spec.sampling.model_copy(update={"max_new_tokens": min(length, spec.sampling.max_new_tokens)})
+    length = min(environment.max_answer_chars() + 1, spec.sampling.max_new_tokens)
+    settings = SamplingSettings(max_new_tokens=length) if greedy else spec.sampling.model_copy(
+        update={"max_new_tokens": length})  # fmt: skip
     seeds = [label_seed("crucible-held-out-sample", str(index)) for index in range(len(problems))]
-    greedy_rewards = _rewards(model, tokenizer, spec, problems, seeds, greedy, batch_size, greedy=True)
-    sampled_rewards = _rewards(model, tokenizer, spec, problems, seeds, sampled, batch_size, greedy=False)
-    return Evaluation(
-        accuracy=sum(r >= 1.0 for r in greedy_rewards) / len(problems),
-        mean_reward=sum(greedy_rewards) / len(problems),
-        sampled_accuracy=sum(r >= 1.0 for r in sampled_rewards) / len(problems),
-        sampled_mean_reward=sum(sampled_rewards) / len(problems),
-        problems=len(problems),
-    )
+    return tuple(_rewards(model, tokenizer, spec, problems, seeds, settings, batch_size, greedy=greedy))
 
 
 def _rewards(

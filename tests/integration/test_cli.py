@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -336,3 +336,27 @@ def test_devnet_state_survives_a_restart(tmp_path: Path) -> None:
         assert [task["task_id"] for task in tasks] == [created["task_id"]]  # type: ignore[attr-defined]
     finally:
         crucible(home, "devnet", "down")
+
+
+def test_a_spec_that_does_not_fit_the_model_is_refused(
+    net: Devnet, tmp_path: Path, model_cid_factory: Callable[[Path], str]
+) -> None:
+    """A LoRA target the model lacks, or a TOPLOC top-k above its hidden size, would make every trainer
+    fail: `task create` refuses it in one line and sends nothing. Broken version: drop the
+    `check_model_fits` call from `_check_served` → both tasks are created."""
+    model_cid = model_cid_factory(net.home)
+    count = len(net.run("task", "list", "--json").json()["tasks"])  # type: ignore[arg-type]
+    cases = [
+        (["--set", "training.adapter.kind=lora", "--set", "training.adapter.target_modules=[\"c_attn\"]"],
+         "LoRA target module 'c_attn' is not in the model"),
+        (["--set", "toploc.topk=256"], "hidden size 128 is below the spec's TOPLOC top-k 256"),
+    ]  # fmt: skip
+    for settings, fragment in cases:
+        spec_file = tmp_path / "spec.json"
+        written = net.run("env", "spec", "arithmetic", *settings, "--out", str(spec_file), "--json")
+        assert written.code == 0, written.stderr
+        created = net.run("task", "create", "--model", model_cid, "--env", str(spec_file), "--bounty", "10",
+                          "--rounds", "1", "--account", "dev0", "--yes")  # fmt: skip
+        assert_one_line_error(created, fragment)
+        assert "nothing sent" in created.stderr
+    assert len(net.run("task", "list", "--json").json()["tasks"]) == count  # type: ignore[arg-type]

@@ -34,13 +34,21 @@ def demo_processes() -> list[str]:
 
 def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path) -> None:
     env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
-    done = subprocess.run([CRUCIBLE, "demo", "--rounds", "1", "--warmup-steps", "50", "--prompts", "4", "--json"],
-                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    # The real model (SmolLM2 with LoRA on reasoning-gym chain_sum), small: 2 prompts x 8 completions of
+    # at most 8 tokens a trainer, one round, 40 held-out problems.
+    done = subprocess.run([CRUCIBLE, "demo", "--rounds", "1", "--prompts", "2", "--eval-problems", "40",
+                           "--set", "sampling.max_new_tokens=8", "--json"], capture_output=True, text=True, env=env,
+                          timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     # The initial checkpoint first, then the one each round agreed.
     assert [r["round"] for r in summary["rounds"]] == [0, 1]
-    assert all(0.0 <= r["accuracy"] <= 1.0 for r in summary["rounds"])
+    assert all(0.0 <= r["accuracy"] <= 1.0 and r["sampled_accuracy"] is None for r in summary["rounds"])
+    # The gain: the same held-out problems before and after, paired, with a 95 % interval around the mean.
+    gain = summary["gain"]
+    assert gain["problems"] == 40 and gain["sampled"] is None  # greedy only unless --eval-sampled
+    figures = gain["greedy"]
+    assert figures["low"] <= figures["mean"] <= figures["high"] and figures["real"] == (figures["low"] > 0)
     assert summary["rounds"][0]["checkpoint_cid"] != summary["rounds"][1]["checkpoint_cid"]
     # Round 0's accepted rollouts were sampled from the initial checkpoint; the last checkpoint has none.
     assert 0.0 <= summary["rounds"][0]["rollout_reward"] <= 1.0 and summary["rounds"][1]["rollout_reward"] is None
@@ -56,7 +64,7 @@ def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path)
         assert wei[name]["rewards_wei"] > 0 and wei[name]["stake_after_wei"] == wei[name]["stake_before_wei"]
     # The validators earned, between them, at least the round's check fees (10 % of 1,000) and the finders'
     # half of the slash (250). (Positions are drawn by stake, so one of the two may hold none of the round's
-    # six check positions: 2 * 2^-6, about 3 %.)
+    # three check positions, one a submission with the real model.)
     assert sum(wei[f"validator-{i}"]["rewards_wei"] for i in (1, 2)) >= (100 + 250) * 10**18
     assert summary["money_check"]["balanced"] is True and summary["money_check"]["difference_wei"] == "0"
     assert summary["money_check"]["market"]["balanced"] is True
@@ -64,7 +72,7 @@ def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path)
     # Off a terminal, one line per phase on stderr with the time since the start (stdout stays JSON), and
     # the logs kept where the demo said.
     phases = [line for line in done.stderr.splitlines() if line.startswith("[")]
-    assert phases[0].endswith("making the initial model: warm-up") and any(
+    assert phases[0].endswith("making the initial model: smollm2") and any(
         "round 0 of 0-0" in line for line in phases
     ), phases
     kept = list((tmp_path / "home" / "demo-logs").glob("*/*.log"))
@@ -73,7 +81,7 @@ def test_the_demo_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path)
 
 def test_ctrl_c_stops_every_process_the_demo_started(tmp_path: Path) -> None:
     env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
-    demo = subprocess.Popen([CRUCIBLE, "demo", "--rounds", "3", "--warmup-steps", "20", "--json"],
+    demo = subprocess.Popen([CRUCIBLE, "demo", "--model", "tiny", "--rounds", "3", "--warmup-steps", "20", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
     deadline = time.monotonic() + 300
     # Wait until the trainers and validators run (the node processes exist), then interrupt.
@@ -96,9 +104,14 @@ def test_demo_options_are_checked_before_anything_starts(tmp_path: Path) -> None
         (["--trainers", "1"], "adversaries need"),
         # --no-adversary lifts that: the next check (the environment) is the one that speaks.
         (["--trainers", "1", "--no-adversary", "--env", "chess"], "unknown environment"),
+        (["--rounds", "51"], "--rounds must be 1 to 50"),
         (["--adversary", "sneaky"], "unknown adversary"),
         (["--env", "chess"], "unknown environment"),
-        (["--size", "huge"], "unknown model size"),
+        (["--size", "huge"], "unknown model 'huge'"),
+        (["--model", "gpt-17"], "unknown model 'gpt-17'"),
+        (["--set", "training.group_size=1"], "training.group_size"),
+        (["--env", "reasoning-gym/chain_sum", "--set", "bogus=1"], "unknown configuration key 'bogus'"),
+        (["--eval-problems", "1"], "--eval-problems must be 2"),
         (["--prompts", "513"], "--prompts must be 1 to 512"),
         (["--minibatch", "-1"], "--minibatch must be 0"),
     ]

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from cli.env import apply_settings
 from protocol.errors import ConfigError
 from protocol.ml.envs.reasoning_gym import FAMILY, dataset_names, extract_answer
 from protocol.ml.envs.registry import environment_kind, environment_names, environment_of
-from protocol.ml.envs.spec import default_spec, parse_spec
+from protocol.ml.envs.spec import apply_settings, default_spec, parse_spec
 
 # Datasets that give no reference answer: their scorer judges a reply on its own (a colouring, a
 # solved cube, a proof). Those must still yield questions and score any reply in [0, 1].
@@ -83,17 +82,22 @@ def test_spec_records_configuration_and_size() -> None:
 
 
 def test_settings_reach_the_right_places() -> None:
-    fields = set(environment_kind("reasoning-gym/chain_sum").params_model.model_fields)
     document = apply_settings(
         {"environment": "reasoning-gym/chain_sum"},
-        ["min_terms=2", "answer=last_number", "training.group_size=4", "training.adapter.kind=lora", "x.y=[1,2]"],
-        fields,
+        [
+            "min_terms=2",
+            "answer=last_number",
+            "training.group_size=4",
+            "training.adapter.kind=lora",
+            "x.y=[1,2]",
+            "eval_size=500",
+        ],
     )
     assert document["params"] == {"config": {"min_terms": 2}, "answer": "last_number"}
     assert document["training"] == {"group_size": 4, "adapter": {"kind": "lora"}}
-    assert document["x"] == {"y": [1, 2]}
+    assert document["x"] == {"y": [1, 2]} and document["eval_size"] == 500
     with pytest.raises(ConfigError, match="expected key=value"):
-        apply_settings({}, ["nothing"], fields)
+        apply_settings({"environment": "arithmetic"}, ["nothing"])
 
 
 @pytest.mark.parametrize(

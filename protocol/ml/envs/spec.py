@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from protocol.errors import ConfigError
 from protocol.files import bounded_json
 from protocol.ml.envs.base import Environment
-from protocol.ml.envs.registry import environment_of
+from protocol.ml.envs.registry import environment_kind, environment_of
 
 SCHEMA = "crucible.env"
 MAX_SPEC_BYTES = 64 * 1024
@@ -177,3 +177,46 @@ def _validated(document: dict[str, Any], source: str) -> EnvSpec:
         where = ".".join(str(part) for part in first["loc"]) or "spec"
         message = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigError(f"environment spec {source}: {where}: {message}") from None
+
+
+def _value(text: str) -> Any:
+    """A --set value: JSON when it parses (numbers, booleans, lists), the text itself otherwise."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def apply_settings(document: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """`key=value` settings applied to a spec document: a dotted key is a path in the spec
+    (`training.group_size=4`), a top-level key of the spec sets it (`eval_size=500`), a key the
+    environment's parameters define sets that parameter, and any other key is a dataset configuration
+    key (`params.config`)."""
+    params_fields = set(environment_kind(str(document.get("environment", ""))).params_model.model_fields)
+    top_level = {"eval_size", "schema_version"}
+    for setting in settings:
+        key, equals, text = setting.partition("=")
+        if not equals or not key:
+            raise ConfigError(f"--set {setting!r}: expected key=value")
+        value = _value(text)
+        if "." in key:
+            path = key.split(".")
+        elif key in top_level:
+            path = [key]
+        elif key in params_fields:
+            path = ["params", key]
+        else:
+            path = ["params", "config", key]
+        node = document
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {key}: {part} is not a section of the spec")
+            node = child
+        node[path[-1]] = value
+    return document
+
+
+def spec_with_settings(document: dict[str, Any], settings: list[str]) -> EnvSpec:
+    """A spec document with `key=value` settings applied (see `apply_settings`), checked."""
+    return _validated(apply_settings(document, settings), "from --set")
