@@ -87,7 +87,7 @@ def demo(
     ),
     warmup_steps: int = typer.Option(600, "--warmup-steps", help="Supervised warm-up steps of the initial model."),
     prompts: int | None = typer.Option(
-        None, "--prompts", help="Prompts each trainer answers per round, 1 to 512 (default: 16; 256 made-up)."
+        None, "--prompts", help="Prompts each trainer answers per round, 1 to 512 (default: 12; 256 made-up)."
     ),
     minibatch: int | None = typer.Option(
         None, "--minibatch", help="Sequences per optimizer step of the update (0: all in one; default: the spec's)."

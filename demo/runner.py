@@ -14,6 +14,7 @@ stopped on the way out, Ctrl-C included.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -149,7 +150,7 @@ class DemoOptions:
 # What the model decides when an option is left out: the made-up model learns little per round from
 # many prompts; SmolLM2 with LoRA learns from few (bench/rl_curve.py, docs/benchmarks.md).
 MADE_UP_DEFAULTS: dict[str, Any] = {"rounds": 5, "prompts": 256, "env": "arithmetic"}
-REAL_DEFAULTS: dict[str, Any] = {"rounds": 3, "prompts": 16, "env": "reasoning-gym/chain_sum"}
+REAL_DEFAULTS: dict[str, Any] = {"rounds": 3, "prompts": 12, "env": "reasoning-gym/chain_sum"}
 # What the demo changes in a spec for a real model: LoRA updates and short completions (a CPU's budget).
 # Micro-batches of 8: a forward pass's logits are [sequences, tokens, 49,152] floats, 4 times over in
 # the loss and its gradient, and five processes share the machine's memory.
@@ -169,13 +170,13 @@ DEMO_REAL_ENV_PARAMS: dict[str, Any] = {
 
 
 def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """`base` with `changes` merged in, section by section."""
-    merged = dict(base)
+    """`base` with `changes` merged in, section by section (new dicts: neither argument changes)."""
+    merged = copy.deepcopy(base)
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = _merged(merged[key], value)
         else:
-            merged[key] = value
+            merged[key] = copy.deepcopy(value)
     return merged
 
 

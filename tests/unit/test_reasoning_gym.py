@@ -96,6 +96,9 @@ def test_settings_reach_the_right_places() -> None:
     assert document["params"] == {"config": {"min_terms": 2}, "answer": "last_number"}
     assert document["training"] == {"group_size": 4, "adapter": {"kind": "lora"}}
     assert document["x"] == {"y": [1, 2]} and document["eval_size"] == 500
+    base = {"environment": "arithmetic", "training": {"group_size": 8}}
+    apply_settings(base, ["training.group_size=4"])
+    assert base == {"environment": "arithmetic", "training": {"group_size": 8}}  # the caller's document is kept
     with pytest.raises(ConfigError, match="expected key=value"):
         apply_settings({"environment": "arithmetic"}, ["nothing"])
 

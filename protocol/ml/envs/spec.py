@@ -6,6 +6,7 @@ thresholds are the validator's; the calibration that chose them is in docs/verif
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -191,7 +192,8 @@ def apply_settings(document: dict[str, Any], settings: list[str]) -> dict[str, A
     """`key=value` settings applied to a spec document: a dotted key is a path in the spec
     (`training.group_size=4`), a top-level key of the spec sets it (`eval_size=500`), a key the
     environment's parameters define sets that parameter, and any other key is a dataset configuration
-    key (`params.config`)."""
+    key (`params.config`). Returns a new document; `document` is left as it was."""
+    document = copy.deepcopy(document)
     params_fields = set(environment_kind(str(document.get("environment", ""))).params_model.model_fields)
     top_level = {"eval_size", "schema_version"}
     for setting in settings:
