@@ -17,19 +17,18 @@ import os
 import platform
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 from eth_utils import keccak
 
 from bench.node import warm_model
-from demo.runner import DemoOptions
+from demo.options import DemoOptions
 from node.adversary import adversary_of
 from node.work import RoundWork, produce_work
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.ml.envs.spec import EnvSpec, default_spec
-from protocol.ml.importing import PACKAGED, packaged_model_folder
+from protocol.ml.importing import model_folder
 from protocol.ml.model import LoadedModel, load_folder
 from protocol.work.checks import check_rewards, check_sampling, check_toploc, check_update, run_prefill
 from protocol.work.round import RoundContext, assigned_slots
@@ -59,7 +58,7 @@ def real_model(model: str) -> tuple[LoadedModel, EnvSpec]:
     options.check()
     spec = options.spec()
     spec.training.group_size = 4
-    folder = packaged_model_folder(model) if model in PACKAGED else Path(model)
+    folder = model_folder(model)
     return load_folder(folder), spec
 
 

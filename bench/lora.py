@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from demo.runner import DemoOptions
+from demo.options import DemoOptions
 from node.work import RoundWork, produce_work
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.manifest import load_manifest, save_state_dict

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from demo.runner import Demo, DemoOptions
+from demo.options import DemoOptions
+from demo.runner import Demo
 from explorer.charts import line_chart
 from protocol.ml.envs.spec import TrainingSettings
 

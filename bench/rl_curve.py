@@ -19,7 +19,6 @@ import copy
 import json
 import platform
 import time
-from pathlib import Path
 from typing import Any
 
 from node.work import produce_work
@@ -28,7 +27,7 @@ from protocol.artifacts.manifest import own_tensors
 from protocol.ml.aggregation import aggregate
 from protocol.ml.envs.spec import spec_with_settings
 from protocol.ml.evaluation import evaluate, paired_gain
-from protocol.ml.importing import PACKAGED, packaged_model_folder
+from protocol.ml.importing import model_folder
 from protocol.ml.model import LoadedModel, create_model, load_folder
 from protocol.ml.tokenizer import DEFAULT_ALPHABET, CharTokenizer
 from protocol.ml.training import answer_sequence, grpo_update, supervised_warmup
@@ -142,7 +141,7 @@ def main() -> None:
     spec = spec_with_settings({"environment": args.env}, args.settings)
     environment = spec.env()
     if args.model:
-        folder = packaged_model_folder(args.model) if args.model in PACKAGED else Path(args.model)
+        folder = model_folder(args.model)
         base = load_folder(folder)
     else:
         extra = "".join(sorted(set(environment.alphabet()) - set(DEFAULT_ALPHABET)))

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.rl_curve import curve
-from demo.runner import DemoOptions
+from demo.options import DemoOptions
 from explorer.charts import line_chart
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.ml.envs.spec import EnvSpec

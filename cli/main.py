@@ -102,7 +102,7 @@ def demo(
     """Run a whole decentralised RL task on a private devnet: trainers (one cheating) and validators as
     separate processes, rounds of verified training, then accuracy, stakes, rewards and the money check."""
     from cli.demo import run_demo
-    from demo.runner import DemoOptions
+    from demo.options import DemoOptions
 
     options = DemoOptions(
         rounds=rounds,

@@ -154,3 +154,9 @@ def packaged_model_folder(name: str) -> Path:
     if not (folder / "config.json").is_file():
         import_model(name, folder)
     return folder
+
+
+def model_folder(source: str) -> Path:
+    """The folder of a model named on a command line: a packaged model's (converted on first use), or
+    the path itself."""
+    return packaged_model_folder(source) if source in PACKAGED else Path(source)

@@ -1,0 +1,135 @@
+"""What `crucible demo` runs: its options, the defaults the model decides, and the task's spec (the
+environment's defaults, the real-model preset, then the user's settings)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from node.adversary import ADVERSARIES
+from protocol.errors import ConfigError
+from protocol.ml.envs.spec import MAX_SAMPLES, EnvSpec, load_spec_file, spec_with_settings
+from protocol.ml.importing import PACKAGED
+from protocol.ml.model import SIZES
+
+
+@dataclass
+class DemoOptions:
+    """What `crucible demo` runs."""
+
+    rounds: int | None = None  # None: by model (MADE_UP_DEFAULTS, REAL_DEFAULTS)
+    trainers: int = 3
+    validators: int = 2
+    adversaries: list[str] = field(default_factory=lambda: ["inflated-rewards"])
+    env: str | None = None  # an environment name or spec file; None: by model
+    model: str = "smollm2"  # a packaged model, a model folder, or a made-up size (tiny, small, base)
+    settings: list[str] = field(default_factory=list)  # spec settings, as `crucible env spec --set`
+    eval_problems: int = 500  # held-out problems of the gain, the same before and after
+    eval_every_round: bool = False  # also evaluate the checkpoints between the first and the last (benches)
+    eval_sampled: bool = False  # also answer the held-out problems sampled as the task samples (twice the time)
+    warmup_steps: int = 600  # a made-up model's supervised warm-up
+    prompts: int | None = None  # prompts a trainer answers per round; None: by model
+    minibatch: int | None = None  # sequences per optimizer step; None: the spec's default
+
+    keep: bool = False
+    port: int = 8600
+    unsafe_no_validation: bool = False  # validators attest without checking (`--adversary lazy`): a lesson
+
+    @property
+    def round_count(self) -> int:
+        """Rounds of training (after `check`)."""
+        return int(self.rounds or 0)
+
+    @property
+    def made_up(self) -> bool:
+        """Whether the initial model is made and warmed up here (a size) rather than a real one."""
+        return self.model in SIZES
+
+    def check(self) -> None:
+        """Fills the defaults the model decides, then refuses options that cannot make a demo, naming the
+        first problem."""
+        defaults = MADE_UP_DEFAULTS if self.made_up else REAL_DEFAULTS
+        self.rounds = int(defaults["rounds"]) if self.rounds is None else self.rounds
+        self.prompts = int(defaults["prompts"]) if self.prompts is None else self.prompts
+        self.env = str(defaults["env"]) if self.env is None else self.env
+
+        if not 1 <= self.rounds <= 50:
+            raise ConfigError(f"--rounds must be 1 to 50, got {self.rounds}")
+        if not 1 <= self.trainers <= 20:
+            raise ConfigError(f"--trainers must be 1 to 20, got {self.trainers}")
+        if not 1 <= self.validators <= 16:
+            raise ConfigError(f"--validators must be 1 to 16, got {self.validators}")
+        if len(self.adversaries) >= self.trainers:
+            raise ConfigError(
+                f"{len(self.adversaries)} adversaries need at least one more trainer than that "
+                "(--no-adversary: every trainer honest)"
+            )
+        for name in self.adversaries:
+            if name not in ADVERSARIES:
+                raise ConfigError(f"unknown adversary {name!r}: one of {', '.join(sorted(ADVERSARIES))}")
+        unknown = not self.made_up and self.model not in PACKAGED and not (Path(self.model) / "config.json").is_file()
+        if unknown:
+            choices = ", ".join([*sorted(PACKAGED), *SIZES])
+            raise ConfigError(f"unknown model {self.model!r}: {choices} or a Hugging Face model folder")
+        if not 2 <= self.eval_problems <= 100_000:
+            raise ConfigError(f"--eval-problems must be 2 to 100000, got {self.eval_problems}")
+        if not 1 <= self.prompts <= 512:
+            raise ConfigError(f"--prompts must be 1 to 512, got {self.prompts}")
+        if self.minibatch is not None and not 0 <= self.minibatch <= MAX_SAMPLES:
+            raise ConfigError(f"--minibatch must be 0 (all in one step) to {MAX_SAMPLES}, got {self.minibatch}")
+        self.spec()  # an unknown environment or a bad --set is named here, before anything starts
+
+    def spec(self) -> EnvSpec:
+        """The task's spec: the environment's defaults (a spec file's content, if --env names one), the
+        real-model preset for a Hugging Face model on a reasoning-gym task, --prompts, --minibatch, then --set."""
+        env, prompts = str(self.env), int(self.prompts or 0)  # filled in by check()
+        path = Path(env)
+        if env.endswith(".json") or path.is_file():
+            document: dict[str, Any] = json.loads(load_spec_file(path).canonical_bytes())
+        else:
+            document = {"environment": env}
+            if not self.made_up:
+                document = _merged(document, REAL_MODEL_PRESET)
+                if env == DEMO_REAL_ENV:
+                    document = _merged(document, DEMO_REAL_ENV_PARAMS)
+        document = _merged(document, {"training": {"prompts_per_round": prompts}})
+        if self.minibatch is not None:
+            document = _merged(document, {"training": {"minibatch_size": self.minibatch}})
+        return spec_with_settings(document, self.settings)
+
+
+# What the model decides when an option is left out: the made-up model learns little per round from
+# many prompts; SmolLM2 with LoRA learns from few (bench/rl_curve.py, docs/benchmarks.md).
+MADE_UP_DEFAULTS: dict[str, Any] = {"rounds": 5, "prompts": 256, "env": "arithmetic"}
+# What the demo changes in a spec for a real model: LoRA updates and short completions (a CPU's budget).
+# Micro-batches of 8: a forward pass's logits are [sequences, tokens, 49,152] floats, 4 times over in
+# the loss and its gradient, and five processes share the machine's memory.
+REAL_MODEL_PRESET: dict[str, Any] = {
+    "sampling": {"max_new_tokens": 12},
+    "training": {"group_size": 8, "minibatch_size": 32, "micro_batch_size": 8, "learning_rate": 2e-3,
+                 "adapter": {"kind": "lora", "rank": 8, "alpha": 16}},
+}  # fmt: skip
+# The real model's demo task: two-term sums of one- and two-digit numbers, the answer read as the last
+# number of the reply (SmolLM2 answers "The final answer is 16."); 100,000 items hold about 1,600
+# distinct held-out problems.
+DEMO_REAL_ENV = "reasoning-gym/chain_sum"
+DEMO_REAL_ENV_PARAMS: dict[str, Any] = {
+    "params": {"answer": "last_number", "dataset_size": 100_000,
+               "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}},
+}  # fmt: skip
+# What a real model decides (beside MADE_UP_DEFAULTS above).
+REAL_DEFAULTS: dict[str, Any] = {"rounds": 3, "prompts": 12, "env": DEMO_REAL_ENV}
+
+
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` merged in, section by section (new dicts: neither argument changes)."""
+    merged = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
