@@ -184,12 +184,12 @@ def main() -> None:
           f"{torch.get_num_threads()} threads", file=sys.stderr)  # fmt: skip
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    for environment in (DemoOptions().spec().environment,) if arguments.model else ("arithmetic", "sorting"):
-        if arguments.model:
-            loaded, spec = real_model(arguments.model)
-        else:
-            loaded = warm_model("tiny", arguments.warmup_steps, calibration_spec(environment))
-            spec = calibration_spec(environment)
+    setups = [real_model(arguments.model)] if arguments.model else [
+        (warm_model("tiny", arguments.warmup_steps, calibration_spec(name)), calibration_spec(name))
+        for name in ("arithmetic", "sorting")
+    ]
+    for loaded, spec in setups:
+        environment = spec.environment
         for name, batch, micro, threads in HONEST_VARIANTS:
             for seed in range(arguments.seeds):
                 row = figures(loaded, spec, context_of(seed, environment), None, batch, micro, threads)
