@@ -9,7 +9,8 @@ same held-out evaluation (the same problems and sampling seeds, paired before/af
 - Crucible, one node: the trainer's own `produce_work` and the validators' `aggregate` in one process,
   round after round (no chain), 3x the rounds so the samples match;
 - Crucible, three nodes with validators: `crucible demo --no-adversary` (a devnet, every role a
-  separate process, every submission checked by two validators).
+  separate process, every submission checked by two validators), once with the outer step taking the
+  mean of the three updates (the default) and once their sum (`training.outer_learning_rate` 3).
 
 Writes the held-out curves' end points as an SVG beside docs/benchmarks.md.
 
@@ -82,6 +83,13 @@ def trl_run(base: LoadedModel, spec: EnvSpec, prompts: list[Any], steps: int) ->
         num_generations=training.group_size,
         max_completion_length=spec.sampling.max_new_tokens,
         temperature=spec.sampling.temperature,
+        top_k=spec.sampling.top_k,
+        top_p=spec.sampling.top_p,
+        loss_type="dapo",  # Crucible's loss: summed over the minibatch's tokens, over their count
+        scale_rewards="group",  # Crucible's advantages: over the group's standard deviation
+        lr_scheduler_type="constant",  # Crucible: a constant rate, no warm-up
+        max_grad_norm=0.0,  # Crucible clips no gradient
+        gradient_checkpointing=False,  # TRL's default recomputes activations; Crucible keeps them
         beta=training.kl_weight,
         epsilon=training.clip_epsilon,
         num_iterations=training.inner_steps,
@@ -139,15 +147,16 @@ def main() -> None:
 
     started = time.perf_counter()
     initial = evaluate(base.model, base.tokenizer, spec)
+    seconds = time.perf_counter() - started
     print(f"initial: greedy {initial.accuracy:.3f}, sampled {initial.sampled_accuracy:.3f} "
-          f"({initial.problems} problems, {time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
+          f"({initial.problems} problems, {seconds:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
 
     # TRL: the one-node run's prompts, in its order.
     prompts = crucible_prompts(spec, 3 * args.rounds, 1)
     model, seconds = trl_run(base, spec, prompts, samples // spec.training.minibatch_size)
     trained = evaluate(model, base.tokenizer, spec)
     results["TRL GRPOTrainer"] = _figures(initial, trained, samples, seconds)
-    print(f"TRL: {results['TRL GRPOTrainer']}", flush=True)
+    print(f"TRL: {results['TRL GRPOTrainer']}", file=sys.stderr, flush=True)
     del model
 
     # Crucible, one node, in one process.
@@ -158,29 +167,16 @@ def main() -> None:
     after = Evaluation(last["accuracy"], last["mean_reward"], last["sampled_accuracy"], last["sampled_mean_reward"],
                        initial.problems, last["greedy_rewards"], last["sampled_rewards"])  # fmt: skip
     results["Crucible, 1 node"] = _figures(initial, after, samples, seconds)
-    print(f"Crucible, 1 node: {results['Crucible, 1 node']}", flush=True)
+    print(f"Crucible, 1 node: {results['Crucible, 1 node']}", file=sys.stderr, flush=True)
 
     if not args.skip_demo:
-        started = time.perf_counter()
-        done = subprocess.run(
-            [CRUCIBLE, "demo", "--no-adversary", "--rounds", str(args.rounds), "--prompts", str(args.prompts),
-             "--eval-problems", str(args.eval_problems), "--json"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        seconds = time.perf_counter() - started
-        summary = json.loads(done.stdout)
-        first, final = summary["rounds"][0], summary["rounds"][-1]
-        results["Crucible, 3 nodes + 2 validators (devnet)"] = {
-            "samples": samples,
-            "seconds": round(seconds, 1),
-            "seconds_per_sample": round(seconds / samples, 3),
-            "greedy": [first["accuracy"], final["accuracy"]],
-            "sampled": [first["sampled_accuracy"], final["sampled_accuracy"]],
-            "greedy_gain": summary["gain"]["greedy"],
-            "sampled_gain": summary["gain"]["sampled"],
-            "note": "wall time includes the devnet, five processes and the two evaluations",
-        }
-        print(f"demo: {results['Crucible, 3 nodes + 2 validators (devnet)']}", flush=True)
+        # The outer step of three LoRA updates: their mean (the task default, outer learning rate 1), and
+        # their sum (outer learning rate 3). Each node's adapter starts from its own random A, so the
+        # three updates lie in different subspaces and their mean is a third of each node's step.
+        for name, outer in (("Crucible, 3 nodes + 2 validators (devnet)", 1),
+                            ("Crucible, 3 nodes + 2 validators, outer lr 3 (devnet)", 3)):  # fmt: skip
+            results[name] = demo_row(args, samples, outer)
+            print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
 
     series = {name: [r["greedy"][0], r["greedy"][1]] for name, r in results.items()}
     PLOT.write_text(line_chart("Held-out greedy accuracy before and after, equal samples", ["before", "after"],
@@ -202,6 +198,30 @@ def main() -> None:
                 f"{name}: {r['samples']} samples, {r['seconds_per_sample']} s/sample, "
                 f"greedy {_change(r['greedy'], r['greedy_gain'])}, sampled {_change(r['sampled'], r['sampled_gain'])}"
             )
+
+
+def demo_row(args: argparse.Namespace, samples: int, outer_learning_rate: float) -> dict[str, Any]:
+    """`crucible demo --no-adversary` at the bench's size: three trainer processes, two validators, a devnet."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [CRUCIBLE, "demo", "--no-adversary", "--rounds", str(args.rounds), "--prompts", str(args.prompts),
+         "--eval-problems", str(args.eval_problems), "--eval-sampled", "--json",
+         "--set", f"training.outer_learning_rate={outer_learning_rate}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    summary = json.loads(done.stdout)
+    first, final = summary["rounds"][0], summary["rounds"][-1]
+    return {
+        "samples": samples,
+        "seconds": round(seconds, 1),
+        "seconds_per_sample": round(seconds / samples, 3),
+        "greedy": [first["accuracy"], final["accuracy"]],
+        "sampled": [first["sampled_accuracy"], final["sampled_accuracy"]],
+        "greedy_gain": summary["gain"]["greedy"],
+        "sampled_gain": summary["gain"]["sampled"],
+        "note": "wall time includes the devnet, five processes and the two evaluations",
+    }
 
 
 def _change(ends: list[float], gain: dict[str, Any]) -> str:

@@ -131,7 +131,7 @@ def publish(
 
 @app.command("eval")
 def eval_(
-    model: str = typer.Argument(..., help="A checkpoint CID or a model folder."),
+    model: str = typer.Argument(..., help="A checkpoint CID, a model folder or a packaged model (smollm2)."),
     env: str = typer.Option(..., "--env", help="Environment name or spec file."),
     problems: int = typer.Option(None, "--problems", help="Held-out problems (default: the spec's eval_size)."),
     source: str = typer.Option(None, "--from", help="Where a CID is fetched from: a store folder or relay URLs."),
@@ -141,11 +141,14 @@ def eval_(
     """Report held-out accuracy of a model on an environment."""
     from protocol.artifacts.backends import open_store
     from protocol.ml.evaluation import evaluate
+    from protocol.ml.importing import PACKAGED, model_folder
     from protocol.ml.model import checked_device, load_model
 
     spec = _spec(env)
     if problems is not None and problems < 1:
         raise ConfigError(f"--problems must be at least 1, got {problems}")
+    if model in PACKAGED:
+        model = str(model_folder(model))
     loaded = load_model(model, open_store(source), checked_device(device))
     result = evaluate(loaded.model, loaded.tokenizer, spec, problems)
     document = {

@@ -254,8 +254,12 @@ def test_model_and_env_commands_refuse_bad_input(tiny_model: Path, crucible_home
         crucible_home, "model", "eval", str(tiny_model), "--env", "arithmetic", "--problems", "20", "--json"
     )
     assert evaluated.returncode == 0 and 0.0 <= json.loads(evaluated.stdout)["accuracy"] <= 1.0
+    # A packaged model by its name (`make setup` converted it into CRUCIBLE_MODEL_CACHE).
+    packaged = cli(crucible_home, "model", "eval", "smollm2", "--env", "reasoning-gym/chain_sum", "--problems", "2",
+                   "--json")  # fmt: skip
+    assert packaged.returncode == 0 and json.loads(packaged.stdout)["problems"] == 2, packaged.stderr
     listed = json.loads(cli(crucible_home, "env", "list", "--json").stdout)
     names = {row["name"] for row in listed}
-    assert {"arithmetic", "sorting", "reasoning-gym/chain_sum"} <= names and len(names) >= 100
+    assert {"arithmetic", "sorting", "reasoning-gym/chain_sum"} <= names and len(names) >= 95
     spec = json.loads(cli(crucible_home, "env", "spec", "sorting").stdout)
     assert spec["environment"] == "sorting" and spec["schema"] == "crucible.env"
