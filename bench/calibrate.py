@@ -184,10 +184,14 @@ def main() -> None:
           f"{torch.get_num_threads()} threads", file=sys.stderr)  # fmt: skip
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
-    setups = [real_model(arguments.model)] if arguments.model else [
-        (warm_model("tiny", arguments.warmup_steps, calibration_spec(name)), calibration_spec(name))
-        for name in ("arithmetic", "sorting")
-    ]
+    setups = (
+        [real_model(arguments.model)]
+        if arguments.model
+        else [
+            (warm_model("tiny", arguments.warmup_steps, calibration_spec(name)), calibration_spec(name))
+            for name in ("arithmetic", "sorting")
+        ]
+    )
     for loaded, spec in setups:
         environment = spec.environment
         for name, batch, micro, threads in HONEST_VARIANTS:
