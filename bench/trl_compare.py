@@ -9,8 +9,7 @@ same held-out evaluation (the same problems and sampling seeds, paired before/af
 - Crucible, one node: the trainer's own `produce_work` and the validators' `aggregate` in one process,
   round after round (no chain), 3x the rounds so the samples match;
 - Crucible, three nodes with validators: `crucible demo --no-adversary` (a devnet, every role a
-  separate process, every submission checked by two validators), once with the outer step taking the
-  mean of the three updates (the default) and once their sum (`training.outer_learning_rate` 3).
+  separate process, every submission checked by two validators).
 
 Writes the held-out curves' end points as an SVG beside docs/benchmarks.md.
 
@@ -170,13 +169,9 @@ def main() -> None:
     print(f"Crucible, 1 node: {results['Crucible, 1 node']}", file=sys.stderr, flush=True)
 
     if not args.skip_demo:
-        # The outer step of three LoRA updates: their mean (the task default, outer learning rate 1), and
-        # their sum (outer learning rate 3). Each node's adapter starts from its own random A, so the
-        # three updates lie in different subspaces and their mean is a third of each node's step.
-        for name, outer in (("Crucible, 3 nodes + 2 validators (devnet)", 1),
-                            ("Crucible, 3 nodes + 2 validators, outer lr 3 (devnet)", 3)):  # fmt: skip
-            results[name] = demo_row(args, samples, outer)
-            print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
+        name = "Crucible, 3 nodes + 2 validators (devnet)"
+        results[name] = demo_row(args, samples)
+        print(f"{name}: {results[name]}", file=sys.stderr, flush=True)
 
     series = {name: [r["greedy"][0], r["greedy"][1]] for name, r in results.items()}
     PLOT.write_text(line_chart("Held-out greedy accuracy before and after, equal samples", ["before", "after"],
@@ -200,13 +195,12 @@ def main() -> None:
             )
 
 
-def demo_row(args: argparse.Namespace, samples: int, outer_learning_rate: float) -> dict[str, Any]:
+def demo_row(args: argparse.Namespace, samples: int) -> dict[str, Any]:
     """`crucible demo --no-adversary` at the bench's size: three trainer processes, two validators, a devnet."""
     started = time.perf_counter()
     done = subprocess.run(
         [CRUCIBLE, "demo", "--no-adversary", "--rounds", str(args.rounds), "--prompts", str(args.prompts),
-         "--eval-problems", str(args.eval_problems), "--eval-sampled", "--json",
-         "--set", f"training.outer_learning_rate={outer_learning_rate}"],
+         "--eval-problems", str(args.eval_problems), "--eval-sampled", "--json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     seconds = time.perf_counter() - started

@@ -62,6 +62,12 @@ class RoundContext:
         """The seed of this node's prompts in this round."""
         return prompt_seed(self.task_id, self.round_index, self.node, self.work_seed)
 
+    def adapter_seed(self) -> bytes:
+        """The seed of the round's LoRA start (its A matrices), the same for every node of the round:
+        their adapters start from one A, so the outer mean of B·A averages the nodes' updates in one
+        subspace. With a start per node they lay in different subspaces and their mean was 1/N of a step."""
+        return label_seed("crucible-adapter", str(self.task_id), str(self.round_index), "0x" + self.work_seed.hex())
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -101,7 +107,7 @@ def round_update(
     on_step: Callable[[int, float], None] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The update a rollout file's trainer owes: GRPO from the round's checkpoint on its sequences,
-    a LoRA adapter (if the spec asks for one) started from the node's prompt seed."""
+    a LoRA adapter (if the spec asks for one) started from the round's adapter seed."""
     return grpo_update(
         loaded.model,
         training_sequences(rollouts, spec),
@@ -109,5 +115,5 @@ def round_update(
         spec.sampling.temperature,
         loaded.tokenizer.pad_id,
         on_step,
-        adapter_seed=label_seed("crucible-adapter", "0x" + context.prompts_seed().hex()),
+        adapter_seed=context.adapter_seed(),
     )

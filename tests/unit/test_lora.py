@@ -9,6 +9,8 @@ global generator has moved between the two runs (the test moves it); dropping `w
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -19,6 +21,7 @@ from protocol.ml.aggregation import aggregate
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.model import LoadedModel
 from protocol.ml.training import TrainingSequence, grpo_update
+from protocol.work.round import RoundContext
 
 
 def _lora(spec: EnvSpec, **changes: object) -> EnvSpec:
@@ -48,6 +51,22 @@ def test_a_lora_update_replays_exactly(tiny: LoadedModel, spec: EnvSpec) -> None
     assert any(not torch.equal(first[name], other[name]) for name in first)
     b = first["model.layers.0.self_attn.q_proj.lora_B"]
     assert b.shape == (tiny.model.config.hidden_size, 8) and float(b.abs().sum()) > 0  # B left zero: trained
+
+
+def test_every_node_of_a_round_starts_from_one_adapter(tiny: LoadedModel, spec: EnvSpec) -> None:
+    """A round's nodes start from the same A, so the outer mean of their B·A averages them in one
+    subspace; the next round starts elsewhere. Shown failing on a broken version: seeding the start by
+    the node's prompt seed (as before) gives the two nodes different A."""
+    cid = "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq"
+    node = RoundContext(31337, "0x" + "00" * 20, 1, 4, "0x" + "11" * 20, b"\x05" * 32, cid, cid)
+    other_node, next_round = replace(node, node="0x" + "22" * 20), replace(node, round_index=5)
+    assert node.adapter_seed() == other_node.adapter_seed() != next_round.adapter_seed()
+    lora = _lora(spec)
+    starts = [grpo_update(tiny.model, [], lora.training, 1.0, 0, adapter_seed=context.adapter_seed())
+              for context in (node, other_node, next_round)]  # fmt: skip
+    a_names = [name for name in starts[0] if name.endswith(".lora_A")]
+    assert a_names and all(torch.equal(starts[0][name], starts[1][name]) for name in a_names)
+    assert not any(torch.equal(starts[0][name], starts[2][name]) for name in a_names)
 
 
 def test_the_model_is_left_as_it_was(tiny: LoadedModel, spec: EnvSpec) -> None:
