@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.ml.envs.base import Problem
+from protocol.ml.envs.base import Environment, Problem
 from protocol.ml.envs.spec import EnvSpec, SamplingSettings
 from protocol.ml.generation import generate
 from protocol.ml.seeds import label_seed
@@ -64,8 +64,9 @@ def evaluate(
     model: Any, tokenizer: Tokenizer, spec: EnvSpec, count: int | None = None, batch_size: int = 128
 ) -> Evaluation:
     """Answers `count` (default: the spec's eval_size) held-out problems greedily and sampled, and scores them."""
-    greedy_rewards = held_out_rewards(model, tokenizer, spec, count, greedy=True, batch_size=batch_size)
-    sampled_rewards = held_out_rewards(model, tokenizer, spec, count, greedy=False, batch_size=batch_size)
+    held_out = _HeldOut.of(spec, count)
+    greedy_rewards = held_out.rewards(model, tokenizer, greedy=True, batch_size=batch_size)
+    sampled_rewards = held_out.rewards(model, tokenizer, greedy=False, batch_size=batch_size)
     problems = len(greedy_rewards)
     return Evaluation(
         accuracy=sum(r >= 1.0 for r in greedy_rewards) / problems,
@@ -84,29 +85,35 @@ def held_out_rewards(
     """The reward of each of the first `count` held-out problems (default: the spec's eval_size), answered
     greedily or sampled as the task samples, each problem with its own fixed seed (so two checkpoints
     are compared on the same problems and the same noise)."""
-    environment = spec.env()
-    problems = environment.held_out(count or spec.eval_size)
-    length = min(environment.max_answer_chars() + 1, spec.sampling.max_new_tokens)
-    settings = SamplingSettings(max_new_tokens=length) if greedy else spec.sampling.model_copy(
-        update={"max_new_tokens": length})  # fmt: skip
-    seeds = [label_seed("crucible-held-out-sample", str(index)) for index in range(len(problems))]
-    return tuple(_rewards(model, tokenizer, spec, problems, seeds, settings, batch_size, greedy=greedy))
+    return _HeldOut.of(spec, count).rewards(model, tokenizer, greedy, batch_size)
 
 
-def _rewards(
-    model: Any,
-    tokenizer: Tokenizer,
-    spec: EnvSpec,
-    problems: list[Problem],
-    seeds: list[bytes],
-    settings: SamplingSettings,
-    batch_size: int,
-    greedy: bool,
-) -> list[float]:
-    environment = spec.env()
-    prompts = [prompt_ids(tokenizer, problem) for problem in problems]
-    outputs = generate(model, prompts, seeds, settings, tokenizer.eos_id, tokenizer.pad_id, batch_size, greedy=greedy)
-    return [
-        environment.reward(problem, completion_text(tokenizer, out.completion_ids))
-        for problem, out in zip(problems, outputs, strict=True)
-    ]
+@dataclass(frozen=True)
+class _HeldOut:
+    """The held-out problems of an evaluation, each with its sampling seed, and the answer length."""
+
+    spec: EnvSpec
+    environment: Environment
+    problems: list[Problem]
+    seeds: list[bytes]
+    length: int
+
+    @classmethod
+    def of(cls, spec: EnvSpec, count: int | None) -> _HeldOut:
+        environment = spec.env()
+        problems = environment.held_out(count or spec.eval_size)
+        length = min(environment.max_answer_chars() + 1, spec.sampling.max_new_tokens)
+        seeds = [label_seed("crucible-held-out-sample", str(index)) for index in range(len(problems))]
+        return cls(spec, environment, problems, seeds, length)
+
+    def rewards(self, model: Any, tokenizer: Tokenizer, greedy: bool, batch_size: int) -> tuple[float, ...]:
+        settings = SamplingSettings(max_new_tokens=self.length) if greedy else self.spec.sampling.model_copy(
+            update={"max_new_tokens": self.length})  # fmt: skip
+        prompts = [prompt_ids(tokenizer, problem) for problem in self.problems]
+        outputs = generate(
+            model, prompts, self.seeds, settings, tokenizer.eos_id, tokenizer.pad_id, batch_size, greedy=greedy
+        )
+        return tuple(
+            self.environment.reward(problem, completion_text(tokenizer, out.completion_ids))
+            for problem, out in zip(self.problems, outputs, strict=True)
+        )
