@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -12,8 +10,7 @@ from rich.table import Table
 
 from cli.context import STORE_HELP, CliContext, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
-from protocol.artifacts.cid import cid_of_bytes
-from protocol.artifacts.store import keep_local_copy
+from cli.task_checks import OPTION_OF, check_served, env_cid_of, fraction
 from protocol.chain.client import Crucible
 from protocol.chain.ids import decode_submission_id
 from protocol.chain.params import (
@@ -36,81 +33,6 @@ app = typer.Typer(no_args_is_help=True, help="Create, list, show, finalise and r
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 ACCOUNT = typer.Option("dev0", "--account", help="devN, env, a keystore name or address.")
 YES = typer.Option(False, "--yes", help="Do not ask before sending.")
-
-
-# The option a person typed for each TaskParams field, so that a refusal names it.
-OPTION_OF = {
-    "bounty_wei": "--bounty",
-    "rounds": "--rounds",
-    "sample_rate_ppm": "--sample-rate",
-    "validators_per_check": "--validators-per-check",
-    "validator_fee_bps": "--validator-fee",
-    "finder_share_bps": "--finder-share",
-    "slash_wei": "--slash",
-    "validator_slash_wei": "--validator-slash",
-    "min_trainer_stake_wei": "--min-stake",
-    "min_validator_stake_wei": "--min-validator-stake",
-    "dispute_bond_wei": "--dispute-bond",
-    "max_work_units": "--max-work-units",
-    "submit_window_s": "--submit-window",
-    "validate_window_s": "--validate-window",
-    "challenge_window_s": "--challenge-window",
-    "colluding_share_ppm": "--colluding-share",
-}
-
-
-def _fraction(value: float, name: str, scale: int, allow_zero: bool = True) -> int:
-    if not (0 <= value <= 1) or (not allow_zero and value == 0):
-        raise ConfigError(f"{name} must be {'in (0, 1]' if not allow_zero else 'in [0, 1]'}, got {value}")
-    return round(Decimal(str(value)) * scale)
-
-
-def _env_cid(env: str) -> str:
-    path = Path(env)
-    if path.exists():
-        from protocol.ml.envs.spec import parse_spec
-
-        data = path.read_bytes()
-        parse_spec(data, str(path))
-        cid = cid_of_bytes(data)
-        keep_local_copy(data, cid)
-        return cid
-    if env.endswith(".json") or "/" in env:
-        raise ConfigError(f"no such environment spec file: {env}")
-    return checked_cid(env, "environment CID")
-
-
-def _check_served(model_cid: str, env_cid: str, store_text: str | None) -> None:
-    """Refuses a task whose model or spec the store cannot serve: trainers could never start, and the
-    bounty would sit in escrow until someone closed the rounds. The model's manifest and the spec are
-    fetched (checked against their CIDs) and parsed; a local store must hold every shard too."""
-    from protocol.artifacts.backends import open_store
-    from protocol.artifacts.manifest import load_manifest
-    from protocol.artifacts.store import LocalStore
-    from protocol.errors import CrucibleError
-    from protocol.ml.adapters import check_model_fits
-    from protocol.ml.envs.spec import parse_spec
-
-    store = open_store(store_text)
-    hint = "publish it first (`crucible model publish`), or pass --skip-availability-check (nothing sent)"
-    try:
-        manifest = load_manifest(model_cid, store)
-    except CrucibleError as error:  # the store's own faults included
-        raise ConfigError(f"the store cannot serve the model {model_cid}: {error}; {hint}") from None
-    if manifest.kind != "checkpoint":
-        raise ConfigError(f"{model_cid} is an {manifest.kind} manifest, not a checkpoint (nothing sent)")
-    if isinstance(store, LocalStore):
-        missing = [shard.cid for shard in manifest.shards if not store.has(shard.cid)]
-        if missing:
-            raise ConfigError(f"the store lacks {len(missing)} shard(s) of the model {model_cid}; {hint}")
-    try:
-        spec = parse_spec(store.get(env_cid), env_cid)
-    except CrucibleError as error:
-        raise ConfigError(f"the store cannot serve the environment spec {env_cid}: {error} (nothing sent)") from None
-    try:
-        check_model_fits(manifest.model_config_data or {}, spec)
-    except ConfigError as error:
-        raise ConfigError(f"{error}: the spec does not fit the model {model_cid} (nothing sent)") from None
 
 
 @app.command()
@@ -163,19 +85,19 @@ def create(
 ) -> None:
     """Create a task: shows the deterrence ratio, asks, escrows the bounty and prints the task id."""
     checked_cid(model, "model CID")
-    env_cid = _env_cid(env)
+    env_cid = env_cid_of(env)
     if not skip_availability_check:
-        _check_served(model, env_cid, store)
+        check_served(model, env_cid, store)
     cli = context(ctx)
     crucible = cli.crucible()
     decimals = crucible.decimals
     bounty_wei = cli.tokens(bounty, "bounty")
     if rounds < 1:
         raise ConfigError(f"--rounds must be at least 1, got {rounds}")
-    sample_ppm = _fraction(sample_rate, "--sample-rate", PPM, allow_zero=False)
-    fee_bps = _fraction(validator_fee, "--validator-fee", BPS)
+    sample_ppm = fraction(sample_rate, "--sample-rate", PPM, allow_zero=False)
+    fee_bps = fraction(validator_fee, "--validator-fee", BPS)
     max_reward = max_submission_reward(bounty_wei, rounds, fee_bps)
-    colluding_ppm = _fraction(colluding_share, "--colluding-share", PPM)
+    colluding_ppm = fraction(colluding_share, "--colluding-share", PPM)
     if slash is None:
         # Out-of-range numbers get the default a valid one would; the parameter check below names them.
         per_check = validators_per_check if 1 <= validators_per_check <= MAX_COMMITTEE else 1
@@ -191,7 +113,7 @@ def create(
             sample_rate_ppm=sample_ppm,
             validators_per_check=validators_per_check,
             validator_fee_bps=fee_bps,
-            finder_share_bps=_fraction(finder_share, "--finder-share", BPS),
+            finder_share_bps=fraction(finder_share, "--finder-share", BPS),
             slash_wei=slash_wei,
             validator_slash_wei=cli.tokens(validator_slash, "validator slash") if validator_slash else slash_wei // 10,
             min_trainer_stake_wei=min_stake_wei,

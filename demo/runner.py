@@ -17,8 +17,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.audit import Auditor
 from auditor.index import EventIndex
 from auditor.money import market_balance_check, money_check
+from demo.children import Children
 from demo.options import DemoOptions
 from protocol.accounts import Signer, load_signer
 from protocol.artifacts.manifest import load_manifest
@@ -53,7 +52,6 @@ from protocol.work.rollouts import parse_rollouts
 if TYPE_CHECKING:
     from auditor.report import RoundAudit
 
-CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 TOKEN = 10**18
 LONG_S = 3600  # windows the demo ends by moving the devnet's clock, never by waiting
 STEP_TIMEOUT_S = 600
@@ -69,50 +67,6 @@ class Participant:
     key: str
     adversary: str | None = None
     stake_before: int = 0
-
-
-class Children:
-    """Child processes, all stopped when the demo ends or is interrupted. Each gets torch threads for its
-    share of the cores: trainers work at the same time as each other (three with a thread per core each
-    made a round's trainers 2.7x slower on 2 cores), validators after them, often one far more than the
-    other (positions are drawn by stake), so each of those may use every core."""
-
-    def __init__(self, home: Path, rpc_url: str, book: Path) -> None:
-        self.home, self.rpc_url, self.book = home, rpc_url, book
-        self.processes: list[tuple[str, subprocess.Popen[str]]] = []
-
-    def start(self, label: str, args: list[str], key: str | None = None, threads: int = 1) -> subprocess.Popen[str]:
-        env = {**os.environ, "CRUCIBLE_HOME": str(self.home), "OMP_NUM_THREADS": str(threads),
-               # Large buffers (a model's tensors, a batch's logits) from mmap, given back when freed: glibc's
-               # moving threshold otherwise keeps a trainer's freed peak, 1.5 GB of it with SmolLM2.
-               "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}  # fmt: skip
-        if key is not None:
-            env["CRUCIBLE_PRIVATE_KEY"] = key
-        log = (self.home / "logs" / f"{label}.log").open("w")
-        command = [CRUCIBLE, "--rpc", self.rpc_url, "--deployment", str(self.book), *args]
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
-        self.processes.append((label, process))
-        return process
-
-    def failed(self) -> str | None:
-        """A child that exited non-zero, with its log's last line."""
-        for label, process in self.processes:
-            code = process.poll()
-            if code not in (None, 0):
-                lines = (self.home / "logs" / f"{label}.log").read_text().strip().splitlines()
-                return f"{label} exited {code}: {lines[-1] if lines else 'no output'}"
-        return None
-
-    def stop_all(self) -> None:
-        for _, process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for _, process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 class Demo:

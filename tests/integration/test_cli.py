@@ -230,7 +230,8 @@ def test_refund_after_the_task_ends(net: Devnet) -> None:
     from protocol.chain.deployment import Deployment
 
     # A model no store serves: refused before anything is sent (the bounty would sit in escrow while no
-    # trainer could start). Broken version: drop `_check_served` from `task create` → the task is created.
+    # trainer could start). Broken version: drop `check_served` (cli/task_checks.py) from `task create`
+    # → the task is created.
     unservable = [
         "task", "create", "--model", MODEL_CID, "--env", MODEL_CID, "--bounty", "30", "--rounds", "1",
         "--submit-window", "5", "--validate-window", "5", "--challenge-window", "5", "--yes", "--json",
@@ -343,7 +344,7 @@ def test_a_spec_that_does_not_fit_the_model_is_refused(
 ) -> None:
     """A LoRA target the model lacks, or a TOPLOC top-k above its hidden size, would make every trainer
     fail: `task create` refuses it in one line and sends nothing. Broken version: drop the
-    `check_model_fits` call from `_check_served` → both tasks are created."""
+    `check_model_fits` call from `check_served` (cli/task_checks.py) → both tasks are created."""
     model_cid = model_cid_factory(net.home)
     count = len(net.run("task", "list", "--json").json()["tasks"])  # type: ignore[arg-type]
     cases = [
