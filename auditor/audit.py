@@ -78,6 +78,18 @@ class Auditor:
         agreed = [str(e.args["checkpointCid"]) for e in self.index.events("CheckpointAgreed", task=task_id)]
         return checkpoint_digests(str(self.created(task_id).args["modelCid"]), agreed)
 
+    def round_checkpoint(self, task_id: int, round_index: int) -> bytes | None:
+        """The digest of a round's checkpoint: the one it opened on or, for a round opened ahead of finality,
+        the one fixed when the round before it was final (`CheckpointFixed`); None while not fixed."""
+        opened = self.index.events("RoundOpened", task=task_id, round_index=round_index)
+        if not opened:
+            return None
+        digest = bytes.fromhex(str(opened[0].args["checkpoint"])[2:])
+        if digest != bytes(32):
+            return digest
+        fixed = self.index.events("CheckpointFixed", task=task_id, round_index=round_index)
+        return bytes.fromhex(str(fixed[0].args["checkpoint"])[2:]) if fixed else None
+
     def validators(self, task_id: int) -> list[str]:
         """The task's validators by slot, as the market numbers them."""
         return [member.account for member, _ in self.members(task_id)]
@@ -138,6 +150,7 @@ class Auditor:
             settled=state.settled,
             reward_wei=0 if settled is None else int(settled.args["reward"]),
             slashed_wei=0 if settled is None else int(settled.args["slashed"]),
+            base_round=int(event.args["baseRound"]),
             seed_fixed=bool(fixed),
         )
         for vote in votes:
@@ -184,10 +197,12 @@ class Auditor:
             raise ConfigError(f"unknown submission {submission_text(submission)}: no WorkSubmitted event in the index")
         task_id, round_index, trainer = decode_submission_id(submission)
         opened = self.index.events("RoundOpened", task=task_id, round_index=round_index)
-        digest = bytes.fromhex(str(opened[0].args["checkpoint"])[2:])
-        checkpoint_cid = self.checkpoint_cids(task_id).get(digest)
+        # The work started from its base round's checkpoint (its own round's unless the task pipelines).
+        base_round = int(submitted[0].args["baseRound"])
+        digest = self.round_checkpoint(task_id, base_round)
+        checkpoint_cid = None if digest is None else self.checkpoint_cids(task_id).get(digest)
         if checkpoint_cid is None:
-            raise ConfigError(f"no event names the checkpoint of task {task_id} round {round_index}")
+            raise ConfigError(f"no event names the checkpoint of task {task_id} round {base_round}")
         context = RoundContext.of(
             self.crucible,
             task_id,
@@ -196,6 +211,7 @@ class Auditor:
             work_seed=bytes.fromhex(str(opened[0].args["workSeed"])[2:]),
             checkpoint_cid=checkpoint_cid,
             env_cid=str(self.created(task_id).args["envCid"]),
+            base_round=base_round,
         )
         return claim_of(submitted[0].args, context)
 
@@ -245,8 +261,9 @@ class Auditor:
         if not opened:
             rounds = len(self.index.events("RoundOpened", task=task_id))
             raise ConfigError(f"task {task_id} has no round {round_index}: {rounds} rounds opened so far")
-        digest = bytes.fromhex(str(opened[0].args["checkpoint"])[2:])
-        checkpoint_cid = self.checkpoint_cids(task_id).get(digest, "0x" + digest.hex())
+        digest = self.round_checkpoint(task_id, round_index)
+        # Empty for a round opened ahead whose round before is not final yet.
+        checkpoint_cid = "" if digest is None else self.checkpoint_cids(task_id).get(digest, "0x" + digest.hex())
         fixed = self.index.events("CheckSeedFixed", task=task_id, round_index=round_index)
         agreed = self.index.events("CheckpointAgreed", task=task_id, round_index=round_index)
         finalised = self.index.events("RoundFinalised", task=task_id, round_index=round_index)
@@ -273,7 +290,7 @@ class Auditor:
                 self._recompute_checkpoint(audit, created, finalised[0])
             except OwnFault as error:
                 audit.notes.append(f"could not recompute the next checkpoint: {error}")
-        if evaluate_model:
+        if evaluate_model and checkpoint_cid:
             audit.accuracy = self.accuracy(checkpoint_cid, str(created.args["envCid"]))
         return audit
 

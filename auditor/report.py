@@ -67,6 +67,7 @@ class SubmissionAudit:
     settled: bool
     reward_wei: int
     slashed_wei: int
+    base_round: int  # the round whose checkpoint the work started from
     seed_fixed: bool = True  # False: not yet known whether it is sampled, nor by whom checked
     rerun: Verdict | None = None
     findings: list[Finding] = field(default_factory=list)
@@ -81,6 +82,8 @@ class SubmissionAudit:
             "submission": str(self.submission),
             "task_id": self.task_id,
             "round": self.round_index,
+            "base_round": self.base_round,
+            "staleness": self.round_index - self.base_round,
             "trainer": self.trainer,
             "rollout_cid": self.rollout_cid,
             "update_cid": self.update_cid,

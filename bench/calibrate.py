@@ -72,6 +72,7 @@ def context_of(seed: int, environment: str) -> RoundContext:
         work_seed=keccak(f"calibration-{environment}-{seed}".encode()),
         checkpoint_cid=cid_of_bytes(b"checkpoint"),
         env_cid=cid_of_bytes(environment.encode()),
+        base_round=seed,
     )
 
 

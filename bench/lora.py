@@ -25,7 +25,6 @@ from node.work import RoundWork, produce_work
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.manifest import load_manifest, save_state_dict
 from protocol.artifacts.store import LocalStore
-from protocol.chain.ids import commitment
 from protocol.ml.importing import packaged_model_folder
 from protocol.ml.model import load_folder
 from protocol.work.checks import Artifacts, Claim, verify_submission
@@ -33,7 +32,7 @@ from protocol.work.round import RoundContext, round_update
 
 CONTEXT = RoundContext(31337, "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0", 1, 0,
                        "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", b"\x42" * 32, cid_of_bytes(b"checkpoint"),
-                       cid_of_bytes(b"env"))  # fmt: skip
+                       cid_of_bytes(b"env"), 0)  # fmt: skip
 
 
 def main() -> None:
@@ -58,7 +57,7 @@ def main() -> None:
             store = LocalStore(Path(folder))
             wire = sum(shard.size for shard in load_manifest(save_state_dict(update, store, "update"), store).shards)
         digest = work.rollouts.proofs_digest()
-        bound = commitment(CONTEXT.chain_id, CONTEXT.market, CONTEXT.task_id, CONTEXT.round_index, CONTEXT.node, digest)
+        bound = CONTEXT.commitment(digest)
         claim = Claim(CONTEXT, cid_of_bytes(work.rollouts.to_bytes()), "update", work.rollouts.work_units, bound)
         submission = RoundWork(work.rollouts, update)
         started = time.perf_counter()

@@ -110,7 +110,8 @@ def accuracy_curve(size: str, warmup_steps: int, rounds: int, trainers: int) -> 
                 rewards = []
                 for signer in nodes:
                     context = RoundContext(chain.chain_id, deployment.TaskMarket, task_id, round_index, signer.address,
-                                           state.work_seed, loaded.checkpoint_cid or "", env_cid)  # fmt: skip
+                                           state.work_seed, loaded.checkpoint_cid or "", env_cid,
+                                           round_index)  # fmt: skip
                     work = produce_work(loaded, spec, context)
                     rollout_cid = store.put(work.rollouts.to_bytes())
                     update_cid = save_state_dict(work.update, store, "update", parent=loaded.checkpoint_cid)

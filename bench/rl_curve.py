@@ -105,6 +105,7 @@ def curve(
                 work_seed=round_index.to_bytes(32, "big"),
                 checkpoint_cid=cid_of_bytes(f"round {round_index}".encode()),  # labels only: nothing is stored
                 env_cid=cid_of_bytes(spec.canonical_bytes()),
+                base_round=round_index,
             )
             if labels:
                 updates.append((node, labelled_update(loaded, spec, context)))

@@ -121,7 +121,8 @@ def crucible_prompts(spec: EnvSpec, rounds: int, nodes: int) -> list[Any]:
     for round_index in range(rounds):
         for node in range(nodes):
             context = RoundContext(31337, "0x" + "00" * 20, 1, round_index, "0x" + f"{node + 1:040x}",
-                                   round_index.to_bytes(32, "big"), cid_of_bytes(b"c"), cid_of_bytes(b"e"))  # fmt: skip
+                                   round_index.to_bytes(32, "big"), cid_of_bytes(b"c"), cid_of_bytes(b"e"),
+                                   round_index)  # fmt: skip
             problems += [slot.problem for slot in assigned_slots(spec, context) if slot.sample_index == 0]
     return problems
 

@@ -21,7 +21,6 @@ from bench.node import warm_model
 from node.adversary import adversary_of
 from node.work import produce_work
 from protocol.artifacts.cid import cid_of_bytes
-from protocol.chain.ids import commitment
 from protocol.ml.envs.spec import default_spec
 from protocol.ml.generation import generate
 from protocol.ml.inference import prefill
@@ -42,6 +41,7 @@ CONTEXT = RoundContext(
     work_seed=label_seed("bench-validator"),
     checkpoint_cid=cid_of_bytes(b"checkpoint"),
     env_cid=cid_of_bytes(b"env"),
+    base_round=0,
 )
 
 
@@ -89,7 +89,7 @@ def submission_figures(loaded: LoadedModel, adversary: str | None) -> dict[str, 
     work = produce_work(loaded, spec, CONTEXT, adversary=adversary_of(adversary))
     trainer_s = time.perf_counter() - started
     digest = work.rollouts.proofs_digest()
-    bound = commitment(CONTEXT.chain_id, CONTEXT.market, CONTEXT.task_id, CONTEXT.round_index, CONTEXT.node, digest)
+    bound = CONTEXT.commitment(digest)
     claim = Claim(CONTEXT, cid_of_bytes(work.rollouts.to_bytes()), "update", work.rollouts.work_units, bound)
     started = time.perf_counter()
     verdict = verify_submission(claim, spec, loaded, Artifacts(work.rollouts.to_bytes, lambda: work.update))

@@ -73,6 +73,12 @@ def create(
         help="Largest share of validator stake assumed to vote with a cheat, in [0, 0.5); the deterrence check "
         "counts the chance they hold a check.",
     ),
+    max_staleness: int = typer.Option(
+        0,
+        "--max-staleness",
+        help="Rounds a submission's base checkpoint may lag its round (0-8). 0 keeps rounds sequential; 1 or 2 "
+        "pipelines them: the next round opens when one stops taking work, and trainers never wait for validation.",
+    ),
     store: str = typer.Option(None, "--store", help=STORE_HELP + " The model and spec must be served there."),
     skip_availability_check: bool = typer.Option(
         False,
@@ -126,6 +132,7 @@ def create(
             validate_window_s=validate_window,
             challenge_window_s=challenge_window,
             colluding_share_ppm=colluding_ppm,
+            max_staleness=max_staleness,
         )
     except ValidationError as error:
         first = error.errors()[0]
@@ -186,6 +193,7 @@ def list_(ctx: typer.Context, json_output: bool = JSON) -> None:
                         "bounty_wei": str(task.bounty),
                         "rounds": task.rounds,
                         "current_round": task.current_round,
+                        "open_round": task.open_round,
                         "ended": task.ended,
                         "refundable_wei": str(task.pool),
                     }
@@ -212,7 +220,7 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
     task = crucible.task(task_id)
 
     rounds = []
-    for index in range(task.current_round + 1):
+    for index in range(task.open_round + 1):
         state = crucible.round(task_id, index)
         deadlines = crucible.deadlines(task_id, index)
         submissions = []
@@ -266,6 +274,8 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
         "bounty_wei": str(task.bounty),
         "rounds": task.rounds,
         "current_round": task.current_round,
+        "open_round": task.open_round,
+        "max_staleness": task.max_staleness,
         "ended": task.ended,
         "refundable_wei": str(task.pool),
         "sample_rate": task.sample_rate_ppm / PPM,
@@ -293,6 +303,12 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
     }
 
 
+def _open_rounds(document: dict[str, Any]) -> str:
+    """The live rounds as people read them: "2", or "2-3" while a round opened ahead of finality."""
+    current, newest = document["current_round"], document["open_round"]
+    return str(current) if newest == current else f"{current}-{newest}"
+
+
 @app.command()
 def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id."), json_output: bool = JSON) -> None:
     """Show a task, its rounds and its submissions."""
@@ -317,8 +333,9 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
                     "round",
                     ("ended after round " + str(last))
                     if document["ended"]
-                    else f"{document['current_round']} open (rounds 0 to {last})",
+                    else f"{_open_rounds(document)} open (rounds 0 to {last})",
                 ),
+                ("max staleness", document["max_staleness"]),
                 ("sample rate", f"{document['sample_rate']:.0%}"),
                 ("validators per check", document["validators_per_check"]),
                 ("slash", amount("slash")),
@@ -378,7 +395,7 @@ def finalise(
     if task.ended:
         raise ConfigError(f"task {task_id} has ended: nothing to finalise")
     round_index = task.current_round
-    closes = crucible.deadlines(task_id, round_index).challenge
+    closes = crucible.final_from(task_id, round_index)
     now = crucible.chain.now()
     if now < closes:
         raise ConfigError(

@@ -29,6 +29,7 @@ OPTION_OF = {
     "validate_window_s": "--validate-window",
     "challenge_window_s": "--challenge-window",
     "colluding_share_ppm": "--colluding-share",
+    "max_staleness": "--max-staleness",
 }
 
 

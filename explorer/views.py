@@ -93,6 +93,7 @@ class Views:
                     **self.amount("bounty", int(created.args["params"]["bounty"])),
                     "rounds": int(created.args["params"]["rounds"]),
                     "current_round": state.current_round,
+                    "open_round": state.open_round,
                     "ended": state.ended,
                     "submissions": len(self.index.events("WorkSubmitted", task=task_id)),
                 }
@@ -135,6 +136,7 @@ class Views:
             "params": params.as_json(),
             "ended": state.ended,
             "current_round": state.current_round,
+            "open_round": state.open_round,
             "validators": self.auditor.validators(task_id),
             "rounds": rounds,
             "final_checkpoint": final or None,

@@ -54,6 +54,10 @@ class Adversary:
         """The update to publish."""
         return update
 
+    def base_round(self, round_index: int, newest_agreed: int, max_staleness: int) -> int:
+        """The round whose checkpoint it builds on (honest: the newest agreed one)."""
+        return newest_agreed
+
     def choose_submission(
         self, prepared: RoundRecord, others: Callable[[], list[dict[str, Any]]], earlier: list[RoundRecord]
     ) -> RoundRecord | None:
@@ -192,6 +196,14 @@ class Replay(Adversary):
         return earlier[0] if earlier else prepared
 
 
+class TooStale(Adversary):
+    name = "too-stale"
+    description = "builds on a checkpoint one round older than the task's staleness bound allows (the chain refuses it)"
+
+    def base_round(self, round_index: int, newest_agreed: int, max_staleness: int) -> int:
+        return max(round_index - max_staleness - 1, 0)
+
+
 class Withheld(Adversary):
     name = "withheld"
     description = "submits the CIDs of its work but never stores or uploads the bytes"
@@ -221,6 +233,7 @@ ADVERSARIES: dict[str, type[Adversary]] = {
         GarbageUpdate,
         PoisonedUpdate,
         Withheld,
+        TooStale,
     )
 }
 

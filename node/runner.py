@@ -1,11 +1,15 @@
 """The trainer node's loop: wait for a round, fetch its checkpoint, work, publish, submit; keep the
-round moving (fix seeds, finalise) and collect what it earned. Crash-safe through its journal."""
+round moving (fix seeds, finalise) and collect what it earned. Crash-safe through its journal.
+
+On a task that pipelines (`max_staleness` above 0) the node opens the next round as soon as the chain
+allows and works on it from the newest agreed checkpoint while older rounds are validated; it settles
+and claims those as they end. It records how long it computed, to report its busy fraction."""
 
 from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,7 @@ from node.work import Progress, RoundWork, produce_work
 from protocol.accounts import Signer
 from protocol.artifacts.manifest import save_state_dict
 from protocol.artifacts.store import LocalStore, Store
-from protocol.chain.client import Crucible, Role
+from protocol.chain.client import Crucible, Role, TaskState
 from protocol.chain.ids import submission_id
 from protocol.errors import ContractRevert
 from protocol.ml.envs.spec import EnvSpec
@@ -52,6 +56,16 @@ class NodeSummary:
     submitted: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
     claimed_wei: int = 0
+    # Seconds spent preparing work (fetch, generate, prove, train, publish) and the run's wall time.
+    busy_s: float = 0.0
+    wall_s: float = 0.0
+    # Round -> how many rounds behind it the base of the submitted work was.
+    staleness: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def busy_fraction(self) -> float:
+        """Compute time over wall time."""
+        return self.busy_s / self.wall_s if self.wall_s else 0.0
 
 
 # Why a round is skipped when the stake is locked by open submissions (or was slashed): said before any
@@ -104,6 +118,7 @@ class TrainerNode(Participant):
         """Takes part in rounds until `rounds` were submitted and settled, or the task ended."""
         spec = self.check_ready()
         task_id = self.options.task_id
+        started = time.perf_counter()
         self.reporter.event("started", task=task_id, node=self.address, adversary=self._adversary_name())
 
         def one_pass() -> bool:
@@ -112,25 +127,49 @@ class TrainerNode(Participant):
             if task.ended:
                 self.reporter.event("task_ended", task=task_id)
                 return True
-            current = task.current_round
-            self._check_still_submitted(current)
-            record = self.journal.get(current)
-            if (record is None or record.status == "prepared") and not self._limit_reached():
-                self._take_part(current, spec)
+            if self._open_ahead(task):
+                task = self.crucible.task(task_id)
+            for round_index in self.crucible.live_rounds(task):
+                self._check_still_submitted(round_index)
+                record = self.journal.get(round_index)
+                if (record is None or record.status == "prepared") and not self._limit_reached():
+                    self._take_part(round_index, spec, task.current_round)
             if self._limit_reached() and not self.journal.with_status("submitted"):
                 return True
-            self._keep(current)
+            for round_index in self.crucible.live_rounds(task):
+                self._keep(round_index)
             return False
 
         self.poll_until(one_pass, self.options.poll_s)
         self._settle_and_claim()
+        self.summary.wall_s = time.perf_counter() - started
         self.reporter.event(
             "finished",
             submitted_rounds=self.summary.submitted,
             skipped_rounds=self.summary.skipped,
             claimed_wei=str(self.summary.claimed_wei),
+            busy_s=round(self.summary.busy_s, 2),
+            wall_s=round(self.summary.wall_s, 2),
+            busy_fraction=round(self.summary.busy_fraction, 4),
+            staleness={str(k): v for k, v in sorted(self.summary.staleness.items())},
         )
         return self.summary
+
+    def _open_ahead(self, task: TaskState) -> bool:
+        """Opens the next round ahead of finality when the task pipelines and the chain allows it (the newest
+        round stopped taking work, and the next is within the staleness bound). Returns whether it sent."""
+        following = task.open_round + 1
+        if not task.max_staleness or following >= task.rounds or following - task.current_round > task.max_staleness:
+            return False
+        if self._limit_reached():
+            return False
+        if self.crucible.chain.now() < self.crucible.deadlines(self.options.task_id, task.open_round).submit:
+            return False
+        with self.racing("open_next_round", round=following):
+            self.crucible.open_next_round(self.signer, self.options.task_id)
+            self.reporter.event("round_opened_ahead", round=following, current=task.current_round)
+            return True
+        return False
 
     def _adversary_name(self) -> str | None:
         return self.options.adversary.name if self.options.adversary else None
@@ -159,7 +198,7 @@ class TrainerNode(Participant):
             if round_index in self.summary.submitted:
                 self.summary.submitted.remove(round_index)
 
-    def _take_part(self, round_index: int, spec: EnvSpec) -> None:
+    def _take_part(self, round_index: int, spec: EnvSpec, newest_agreed: int) -> None:
         task_id = self.options.task_id
         found = self.crucible.submitted(task_id, round_index, self.address)
         if found is not None:
@@ -182,19 +221,27 @@ class TrainerNode(Participant):
             if free < self.crucible.task(task_id).min_trainer_stake:
                 # Its open submissions still lock the stake (settled when their rounds end), or it was slashed.
                 return self._skip(round_index, NO_FREE_STAKE)
-            prepared = self._prepare(round_index, spec)
+            base = newest_agreed
+            if self.options.adversary is not None:
+                base = self.options.adversary.base_round(round_index, newest_agreed, self._max_staleness())
+            prepared = self._prepare(round_index, spec, base)
         else:
             prepared = record
             self.reporter.event("resumed", round=round_index, rollout_cid=prepared.rollout_cid)
         self._submit(round_index, prepared, deadline)
 
-    def _prepare(self, round_index: int, spec: EnvSpec) -> RoundRecord:
+    def _max_staleness(self) -> int:
+        return self.crucible.task(self.options.task_id).max_staleness
+
+    def _prepare(self, round_index: int, spec: EnvSpec, base_round: int) -> RoundRecord:
+        """The node's work for a round, from the agreed checkpoint of `base_round`, published and journaled."""
         task_id = self.options.task_id
         started = time.perf_counter()
-        checkpoint_cid = self.crucible.checkpoint_cid(task_id, round_index)
-        self.reporter.event("round_opened", round=round_index, checkpoint_cid=checkpoint_cid)
+        checkpoint_cid = self.crucible.checkpoint_cid(task_id, base_round)
+        self.reporter.event("round_opened", round=round_index, base_round=base_round, checkpoint_cid=checkpoint_cid)
         loaded = self.models.get(checkpoint_cid)
-        context = RoundContext.of(self.crucible, task_id, round_index, self.address, checkpoint_cid=checkpoint_cid)
+        context = RoundContext.of(self.crucible, task_id, round_index, self.address, checkpoint_cid=checkpoint_cid,
+                                  base_round=base_round)  # fmt: skip
         completions = spec.training.prompts_per_round * spec.training.group_size
         # At most this many steps: sequences with no advantage are left out of the update.
         steps = spec.training.inner_steps * -(-completions // (spec.training.minibatch_size or completions))
@@ -210,8 +257,9 @@ class TrainerNode(Participant):
                 Progress(generated=generated, trained=lambda step, loss: trained(1)),
                 self.options.adversary,
             )
-        prepared = self._publish(work, checkpoint_cid)
+        prepared = self._publish(work, checkpoint_cid, base_round)
         self._last_work_s = time.perf_counter() - started
+        self.summary.busy_s += self._last_work_s
         self.journal.record(round_index, prepared)
         rewards = [sample.reward for sample in work.rollouts.samples]
         self.reporter.event(
@@ -227,7 +275,7 @@ class TrainerNode(Participant):
         )
         return prepared
 
-    def _publish(self, work: RoundWork, checkpoint_cid: str) -> RoundRecord:
+    def _publish(self, work: RoundWork, checkpoint_cid: str, base_round: int) -> RoundRecord:
         """Stores the rollout file and the update manifest (a withholding node computes CIDs only)."""
 
         withhold = self.options.adversary is not None and not self.options.adversary.stores_artifacts
@@ -236,7 +284,8 @@ class TrainerNode(Participant):
             rollout_cid = target.put(work.rollouts.to_bytes())
             update_cid = save_state_dict(work.update, target, "update", parent=checkpoint_cid)
         digest = work.rollouts.proofs_digest().hex()
-        return RoundRecord("prepared", rollout_cid, update_cid, work.rollouts.work_units, digest)
+        return RoundRecord("prepared", rollout_cid, update_cid, work.rollouts.work_units, digest,
+                           base_round=base_round)  # fmt: skip
 
     def _submit(self, round_index: int, prepared: RoundRecord, deadline: int) -> None:
         task_id = self.options.task_id
@@ -256,6 +305,9 @@ class TrainerNode(Participant):
             while choice is None and self.crucible.chain.now() < deadline - 2:
                 time.sleep(self.options.poll_s)
                 choice = self.options.adversary.choose_submission(prepared, others, earlier)
+            if choice is not None and choice is not prepared:
+                # Someone else's or older work, claimed as built on this round's base.
+                choice = replace(choice, base_round=prepared.base_round)
         if choice is None:
             return self._skip(round_index, "nothing to submit before the deadline")
         if not self.lands_before(deadline, "submit", round=round_index):
@@ -269,18 +321,22 @@ class TrainerNode(Participant):
                 choice.update_cid,
                 choice.work_units,
                 choice.digest(),
+                base_round=choice.base_of(round_index),
             )
         except ContractRevert as error:
             if error.name == "MarketDuplicateSubmission":
                 return self.journal.record(round_index, choice.now("submitted", "found on chain"))
             if error.name == "MarketOutsideWindow":
                 return self._skip(round_index, "the submission window closed while sending")
+            if error.name == "MarketBaseOutOfBound":
+                return self._skip(round_index, f"the chain refused base round {choice.base_of(round_index)}")
             if error.name == "StakeInsufficientFree":
                 # Its earlier submissions still hold their locks (not settled yet), or it was slashed.
                 return self._skip(round_index, NO_FREE_STAKE)
             raise
         self.journal.record(round_index, choice.now("submitted"))
         self.summary.submitted.append(round_index)
+        self.summary.staleness[round_index] = round_index - choice.base_of(round_index)
         self.reporter.event(
             "submitted",
             round=round_index,
@@ -288,6 +344,7 @@ class TrainerNode(Participant):
             rollout_cid=choice.rollout_cid,
             update_cid=choice.update_cid,
             work_units=choice.work_units,
+            base_round=choice.base_of(round_index),
         )
 
     def _skip(self, round_index: int, reason: str) -> None:
@@ -340,5 +397,11 @@ class TrainerNode(Participant):
 def _sent(event: dict[str, Any], proofs_digest: str, reason: str) -> RoundRecord:
     """The journal record of a submission the chain holds (its WorkSubmitted event)."""
     return RoundRecord(
-        "submitted", str(event["rolloutCid"]), str(event["updateCid"]), int(event["workUnits"]), proofs_digest, reason
+        "submitted",
+        str(event["rolloutCid"]),
+        str(event["updateCid"]),
+        int(event["workUnits"]),
+        proofs_digest,
+        reason,
+        int(event["baseRound"]),
     )

@@ -67,7 +67,7 @@ MUTANTS = [
     (
         "commitment-without-round",
         IDS,
-        "abi.encode(block.chainid, market, taskId, round, trainer, proofsDigest)",
+        "abi.encode(block.chainid, market, taskId, round, baseRound, trainer, proofsDigest)",
         "abi.encode(block.chainid, market, taskId, trainer, proofsDigest)",
         "invariant_commitmentsNeverRepeat",
     ),
@@ -161,6 +161,44 @@ MUTANTS = [
         '_atMost("colludingSharePpm", p.colludingSharePpm, PPM / 2 - 1);',
         "",
         "test_RevertWhen_ColludingShareIsAMajority",
+    ),
+    # Pipelined rounds (issue 18): a base not agreed, a base beyond the bound, rounds opened ahead without
+    # the bound, a round final before its aggregators had a window on its checkpoint, a commitment that
+    # does not bind the base.
+    (
+        "base-not-agreed",
+        PARAMS,
+        "if (baseRound > current || baseRound > round ||",
+        "if (baseRound > round ||",
+        "test_RevertWhen_BaseNotAgreed",
+    ),
+    (
+        "staleness-unbounded",
+        PARAMS,
+        " || round - baseRound > task.maxStaleness) {",
+        ") {",
+        "test_RevertWhen_BaseTooOld",
+    ),
+    (
+        "open-ahead-unbounded",
+        PARAMS,
+        "if (next >= task.rounds || next - task.currentRound > task.maxStaleness) {",
+        "if (next >= task.rounds) {",
+        "test_RevertWhen_OpenAheadWithStalenessZero",
+    ),
+    (
+        "finalise-before-checkpoint-window",
+        MARKET,
+        "_within(_finalFrom(task, rd), type(uint256).max);",
+        "_within(rd.openedAt + task.submitWindow + task.validateWindow + task.challengeWindow, type(uint256).max);",
+        "test_FinaliseFixesTheCheckpointOfTheRoundOpenedAhead",
+    ),
+    (
+        "commitment-without-base",
+        IDS,
+        "abi.encode(block.chainid, market, taskId, round, baseRound, trainer, proofsDigest)",
+        "abi.encode(block.chainid, market, taskId, round, trainer, proofsDigest)",
+        "test_CommitmentCannotBeReplayed",
     ),
     # A token that delivers less than was sent is accepted again.
     (

@@ -161,7 +161,7 @@ class Validator(Participant):
                 self.reporter.event("benched", task=task_id, reason=f"{BENCHED} {task_id}")
                 return True
             task = self.crucible.task(task_id)
-            self._seen_rounds.add(task.current_round)
+            self._seen_rounds.update(self.crucible.live_rounds(task))
             for round_index in sorted(self._seen_rounds - self._closed_rounds):
                 self._duties(round_index, spec)
             self._claim()
@@ -321,7 +321,9 @@ class Validator(Participant):
         return verdict.valid, evidence_cid
 
     def _claim_of(self, event: dict[str, Any]) -> Claim:
-        context = RoundContext.of(self.crucible, self.options.task_id, int(event["round"]), str(event["trainer"]))
+        """The submission's claim, checked against the checkpoint of the base round it names."""
+        context = RoundContext.of(self.crucible, self.options.task_id, int(event["round"]), str(event["trainer"]),
+                                  base_round=int(event["baseRound"]))  # fmt: skip
         return claim_of(event, context)
 
     def _verify(self, claim: Claim, spec: EnvSpec) -> Verdict:
@@ -424,6 +426,8 @@ class Validator(Participant):
             self.reporter.event("proposed", round=round_index, checkpoint_cid=cid, updates=len(included))
 
     def _aggregate(self, round_index: int, included: list[tuple[int, str]], spec: EnvSpec) -> str:
+        # The round's own checkpoint, whatever bases its updates started from: the delayed outer step
+        # (docs/protocol.md, "Pipelined rounds").
         checkpoint_cid = self.crucible.checkpoint_cid(self.options.task_id, round_index)
         loaded = self.models.get(checkpoint_cid)
         # An own fault propagates (the pass is retried); an update nobody serves sound is left out (and

@@ -77,6 +77,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         task.challengeWindow = params.challengeWindow;
         task.disputeBond = params.disputeBond;
         task.validatorSlash = params.validatorSlash;
+        task.maxStaleness = params.maxStaleness;
         emit TaskCreated(taskId, msg.sender, params, modelCid, envCid);
         _openRound(taskId, 0, keccak256(bytes(modelCid)));
         Pull.fromSender(token, params.bounty);
@@ -118,33 +119,40 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     // ---------------------------------------------------------------- work
 
     /// @inheritdoc ITaskMarket
+    function openNextRound(uint256 taskId) external {
+        Task storage task = _existingTask(taskId);
+        uint256 next = Params.checkOpenAhead(task, taskId);
+        (uint256 submitDeadline,,) = _deadlines(task, _rounds[taskId][next - 1]);
+        _within(submitDeadline, type(uint256).max);
+        task.openRound = uint16(next);
+        // Its checkpoint is the one round `next - 1` agrees, fixed when that round is final.
+        _openRound(taskId, next, 0);
+    }
+
+    /// @inheritdoc ITaskMarket
     function submitWork(
         uint256 taskId,
         uint256 round,
+        uint256 baseRound,
         string calldata rolloutCid,
         string calldata updateCid,
         uint64 workUnits,
         bytes32 proofsDigest
     ) external returns (uint256 submissionId) {
         Task storage task = _existingTask(taskId);
-        if (task.ended) revert MarketTaskEnded(taskId);
-        if (round != task.currentRound) revert MarketWrongRound(taskId, round, task.currentRound);
+        Params.checkSubmission(task, taskId, round, baseRound, workUnits);
         Round storage rd = _rounds[taskId][round];
         (uint256 submitDeadline,,) = _deadlines(task, rd);
-        if (block.timestamp >= submitDeadline) {
-            revert MarketOutsideWindow(block.timestamp, rd.openedAt, submitDeadline);
-        }
-        if (workUnits == 0 || workUnits > task.maxWorkUnits) {
-            revert MarketWorkUnitsOutOfRange(workUnits, task.maxWorkUnits);
-        }
+        _within(rd.openedAt, submitDeadline);
         if (bytes(rolloutCid).length == 0 || bytes(updateCid).length == 0) revert MarketEmptyCid();
         submissionId = Ids.submissionId(taskId, round, msg.sender);
         Submission storage sub = _submissions[submissionId];
         if (sub.workUnits != 0) revert MarketDuplicateSubmission(submissionId);
         sub.workUnits = workUnits;
+        sub.baseRound = uint16(baseRound);
         rd.submissionCount += 1;
         rd.includedUnits += workUnits;
-        _emitWorkSubmitted(taskId, round, submissionId, rolloutCid, updateCid, workUnits, proofsDigest);
+        _emitWorkSubmitted(taskId, round, baseRound, submissionId, rolloutCid, updateCid, workUnits, proofsDigest);
         stakeManager.lock(msg.sender, IStakeManager.Role.Trainer, task.minTrainerStake);
     }
 
@@ -152,25 +160,37 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function _emitWorkSubmitted(
         uint256 taskId,
         uint256 round,
+        uint256 baseRound,
         uint256 submissionId,
         string calldata rolloutCid,
         string calldata updateCid,
         uint64 workUnits,
         bytes32 proofsDigest
     ) private {
-        bytes32 commitment = Ids.commitment(address(this), taskId, round, msg.sender, proofsDigest);
-        emit WorkSubmitted(taskId, round, msg.sender, submissionId, rolloutCid, updateCid, workUnits, commitment);
+        bytes32 commitment = Ids.commitment(address(this), taskId, round, baseRound, msg.sender, proofsDigest);
+        emit WorkSubmitted(
+            taskId, round, msg.sender, submissionId, baseRound, rolloutCid, updateCid, workUnits, commitment
+        );
     }
 
     /// @inheritdoc ITaskMarket
     function fixCheckSeed(uint256 taskId) external {
         Task storage task = _existingTask(taskId);
-        Round storage rd = _rounds[taskId][task.currentRound];
-        (uint256 submitDeadline,,) = _deadlines(task, rd);
-        if (block.timestamp < submitDeadline) {
-            revert MarketOutsideWindow(block.timestamp, submitDeadline, type(uint256).max);
-        }
         uint256 round = task.currentRound;
+        (uint256 submitDeadline,,) = _deadlines(task, _rounds[taskId][round]);
+        _within(submitDeadline, type(uint256).max);
+        // Rounds open in order, each after the one before stopped taking work: those past their own
+        // submission deadline come first. At most `maxStaleness + 1` (bounded by Params) are live.
+        for (; round <= task.openRound; ++round) {
+            Round storage rd = _rounds[taskId][round];
+            (submitDeadline,,) = _deadlines(task, rd);
+            if (block.timestamp < submitDeadline) break;
+            _requestCheckSeed(taskId, task, round, rd);
+        }
+    }
+
+    /// @dev One round's step of {fixCheckSeed}: fix its seed when its block is there, or ask for a block.
+    function _requestCheckSeed(uint256 taskId, Task storage task, uint256 round, Round storage rd) private {
         if (_tryCheckSeed(taskId, round, rd) != 0) return;
         // Not requested, or requested so long ago that its hash is gone: ask for a block still to come.
         // (A requested block still to come, or just mined and fixable next call, is left as it is.)
@@ -193,9 +213,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Round storage rd = _rounds[taskId][round];
         {
             (uint256 submitDeadline, uint256 validateDeadline,) = _deadlines(task, rd);
-            if (block.timestamp < submitDeadline || block.timestamp >= validateDeadline) {
-                revert MarketOutsideWindow(block.timestamp, submitDeadline, validateDeadline);
-            }
+            _within(submitDeadline, validateDeadline);
         }
         bytes32 seed = _requireCheckSeed(taskId, round, rd);
         if (!Draws.isSampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
@@ -230,9 +248,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Task storage task = _tasks[taskId];
         Round storage rd = _rounds[taskId][round];
         (, uint256 validateDeadline, uint256 challengeDeadline) = _deadlines(task, rd);
-        if (block.timestamp < validateDeadline || block.timestamp >= challengeDeadline) {
-            revert MarketOutsideWindow(block.timestamp, validateDeadline, challengeDeadline);
-        }
+        _within(validateDeadline, challengeDeadline);
         if (sub.disputed) revert MarketAlreadyDisputed(submissionId);
         // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
         if (sub.rejected != (msg.sender == trainer)) revert MarketDisputeSide(submissionId, msg.sender);
@@ -258,7 +274,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function voteDispute(uint256 submissionId, bool valid, string calldata evidenceCid) external {
         Dispute storage d = _disputes[submissionId];
         if (!d.open) revert MarketDisputeNotOpen(submissionId);
-        if (block.timestamp >= d.deadline) revert MarketOutsideWindow(block.timestamp, 0, d.deadline);
+        _within(0, d.deadline);
         if (d.seed == 0) {
             // The committee comes from the hash of the block that included the dispute: it did not
             // exist when the disputer sent it.
@@ -346,9 +362,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (rd.finalised) revert MarketRoundFinalised(taskId, round);
         if (bytes(checkpointCid).length == 0) revert MarketEmptyCid();
         (, uint256 validateDeadline,) = _deadlines(task, rd);
-        if (block.timestamp < validateDeadline) {
-            revert MarketOutsideWindow(block.timestamp, validateDeadline, type(uint256).max);
-        }
+        _within(validateDeadline, type(uint256).max);
         bytes32 seed = _requireCheckSeed(taskId, round, rd);
         (, uint256 bits) = _held(taskId, Draws.aggregators(seed, rd.seatStake, task.validatorsPerCheck));
         uint256 held = Draws.popcount(bits);
@@ -373,10 +387,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (task.ended) revert MarketTaskEnded(taskId);
         uint256 round = task.currentRound;
         Round storage rd = _rounds[taskId][round];
-        (,, uint256 challengeDeadline) = _deadlines(task, rd);
-        if (block.timestamp < challengeDeadline) {
-            revert MarketOutsideWindow(block.timestamp, challengeDeadline, type(uint256).max);
-        }
+        _within(_finalFrom(task, rd), type(uint256).max);
         if (rd.openDisputes != 0) revert MarketOpenDisputes(taskId, round, rd.openDisputes);
         // Settling draws from the check seed; a round nobody submitted to needs none. A round that never
         // had the validators to request one is finalised unverified: its work is neither paid nor slashed.
@@ -385,13 +396,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             else _requireCheckSeed(taskId, round, rd);
         }
         rd.finalised = true;
-        // The division first is the point: every round gets the floor, the last one the remainder.
-        // slither-disable-next-line divide-before-multiply
-        uint256 budget = task.bounty / task.rounds;
-        // slither-disable-next-line divide-before-multiply
-        if (round == task.rounds - 1) budget = task.bounty - budget * (task.rounds - 1);
-        uint256 feeBudget = budget * task.validatorFeeBps / Params.BPS;
-        uint256 trainerBudget = budget - feeBudget;
+        (uint256 trainerBudget, uint256 feeBudget) =
+            Params.roundBudgets(task.bounty, task.rounds, round, task.validatorFeeBps);
         uint256 unallocated = 0;
         if (rd.includedUnits != 0 && !rd.unverified) {
             rd.unitsRemaining = rd.includedUnits;
@@ -412,7 +418,16 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         emit RoundFinalised(taskId, round, rd.includedUnits, trainerBudget, feeBudget, next);
         if (round + 1 < task.rounds) {
             task.currentRound = uint16(round + 1);
-            _openRound(taskId, round + 1, next);
+            if (task.openRound > round) {
+                // Opened ahead (`maxStaleness`): it has taken work since; now it knows what it aggregates onto.
+                Round storage following = _rounds[taskId][round + 1];
+                following.checkpoint = next;
+                following.checkpointAt = uint40(block.timestamp);
+                emit CheckpointFixed(taskId, round + 1, next);
+            } else {
+                task.openRound = uint16(round + 1);
+                _openRound(taskId, round + 1, next);
+            }
         } else {
             task.ended = true;
             emit TaskEnded(taskId);
@@ -666,7 +681,10 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Round storage rd = _rounds[taskId][round];
         rd.workSeed = keccak256(abi.encode(block.prevrandao, blockhash(block.number - 1), taskId, round, "work"));
         rd.openedAt = uint40(block.timestamp);
-        rd.checkpoint = checkpoint;
+        if (checkpoint != 0) {
+            rd.checkpoint = checkpoint;
+            rd.checkpointAt = uint40(block.timestamp);
+        }
         emit RoundOpened(taskId, round, checkpoint, rd.workSeed, rd.openedAt);
     }
 
@@ -781,6 +799,20 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function _existingSubmission(uint256 submissionId) private view returns (Submission storage sub) {
         sub = _submissions[submissionId];
         if (sub.workUnits == 0) revert MarketUnknownSubmission(submissionId);
+    }
+
+    /// @dev Reverts unless now is in `[opensAt, closesAt)`: one revert site for every window.
+    function _within(uint256 opensAt, uint256 closesAt) private view {
+        if (block.timestamp < opensAt || block.timestamp >= closesAt) {
+            revert MarketOutsideWindow(block.timestamp, opensAt, closesAt);
+        }
+    }
+
+    /// @dev When a round may be finalised: after its challenge window, and a whole challenge window after
+    ///      its checkpoint was fixed (the same time for a round opened on its checkpoint), so its aggregators
+    ///      always have one to propose in.
+    function _finalFrom(Task storage task, Round storage rd) private view returns (uint256) {
+        return Ids.finalFrom(rd.openedAt, rd.checkpointAt, task.submitWindow, task.validateWindow, task.challengeWindow);
     }
 
     function _deadlines(Task storage task, Round storage rd)

@@ -25,12 +25,12 @@ contract TaskMarketLens is ITaskMarketLens {
     }
 
     /// @inheritdoc ITaskMarketLens
-    function commitmentOf(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
+    function commitmentOf(uint256 taskId, uint256 round, uint256 baseRound, address trainer, bytes32 proofsDigest)
         external
         view
         returns (bytes32)
     {
-        return Ids.commitment(address(market), taskId, round, trainer, proofsDigest);
+        return Ids.commitment(address(market), taskId, round, baseRound, trainer, proofsDigest);
     }
 
     /// @inheritdoc ITaskMarketLens
@@ -44,6 +44,14 @@ contract TaskMarketLens is ITaskMarketLens {
         return Ids.deadlines(
             market.getRound(taskId, round).openedAt, task.submitWindow, task.validateWindow, task.challengeWindow
         );
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function finalFromOf(uint256 taskId, uint256 round) external view returns (uint256) {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (task.creator == address(0)) revert ITaskMarket.MarketUnknownTask(taskId);
+        ITaskMarket.Round memory rd = market.getRound(taskId, round);
+        return Ids.finalFrom(rd.openedAt, rd.checkpointAt, task.submitWindow, task.validateWindow, task.challengeWindow);
     }
 
     /// @inheritdoc ITaskMarketLens

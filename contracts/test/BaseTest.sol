@@ -92,7 +92,7 @@ abstract contract BaseTest is ProtocolFixture {
 
     function _submit(uint256 taskId, uint256 round, address trainer, uint64 units) internal returns (uint256 id) {
         vm.prank(trainer);
-        id = market.submitWork(taskId, round, "bafy-rollouts", "bafy-update", units, keccak256("proofs"));
+        id = market.submitWork(taskId, round, round, "bafy-rollouts", "bafy-update", units, keccak256("proofs"));
     }
 
     /// @dev Past the submission deadline with the check seed fixed. Draws may give one validator several

@@ -505,7 +505,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         market.finaliseRound(taskId);
         vm.prank(trainers[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketTaskEnded.selector, taskId));
-        market.submitWork(taskId, 1, "r", "u", 1, 0);
+        market.submitWork(taskId, 1, 1, "r", "u", 1, 0);
     }
 
     function test_RevertWhen_ClaimOrRefundWrongly() public {

@@ -77,6 +77,8 @@ class TaskState:
     validate_window_s: int
     challenge_window_s: int
     ended: bool
+    open_round: int  # the newest round opened: rounds current_round..open_round take part (see max_staleness)
+    max_staleness: int
     bounty: int
     pool: int
     slash_amount: int
@@ -98,6 +100,7 @@ class RoundState:
     checkpoint_epoch: int
     finalised: bool
     unverified: bool  # finalised with too few validators to check it: nothing paid, nothing slashed
+    checkpoint_at: int  # when `checkpoint` was fixed (0: not yet, for a round opened ahead of finality)
     included_units: int
     attest_count: int
     checks_remaining: int
@@ -115,6 +118,7 @@ class SubmissionState:
     """`ITaskMarket.Submission`."""
 
     work_units: int
+    base_round: int  # the round whose agreed checkpoint the work started from
     voted_mask: int
     invalid_mask: int
     rejected: bool
@@ -261,18 +265,26 @@ class Crucible:
         update_cid: str,
         work_units: int,
         proofs_digest: bytes,
+        base_round: int | None = None,
     ) -> int:
-        """Submits a round's work; returns the submission id."""
+        """Submits a round's work, computed from the agreed checkpoint of `base_round` (default: the round's
+        own, the only one a task without pipelining takes); returns the submission id."""
         checked_cid(rollout_cid, "rollout CID")
         checked_cid(update_cid, "update CID")
+        base = round_index if base_round is None else base_round
         function = self.market.functions.submitWork(
-            task_id, round_index, rollout_cid, update_cid, work_units, proofs_digest
+            task_id, round_index, base, rollout_cid, update_cid, work_units, proofs_digest
         )
         self.chain.transact(function, signer)
         return submission_id(task_id, round_index, signer.address)
 
+    def open_next_round(self, signer: Signer, task_id: int) -> TxReceipt:
+        """Opens the next round ahead of finality (a task with `max_staleness` above 0)."""
+        return self.chain.transact(self.market.functions.openNextRound(task_id), signer)
+
     def fix_check_seed(self, signer: Signer, task_id: int) -> TxReceipt:
-        """Requests the current round's check seed from a block ahead, or fixes it once that block exists."""
+        """For every live round past its submission window: requests its check seed from a block ahead, or
+        fixes it once that block exists."""
         return self.chain.transact(self.market.functions.fixCheckSeed(task_id), signer)
 
     def fix_check_seed_now(self, signer: Signer, task_id: int, timeout_s: float = 600.0) -> None:
@@ -365,6 +377,11 @@ class Crucible:
         """A round's deadlines."""
         return Deadlines(*self.chain.call(self.lens.functions.deadlinesOf(task_id, round_index)))
 
+    def final_from(self, task_id: int, round_index: int) -> int:
+        """When the round may be finalised (disputes aside): its challenge deadline, or a challenge window after
+        its checkpoint was fixed when that came later (a round opened ahead of finality)."""
+        return int(self.chain.call(self.lens.functions.finalFromOf(task_id, round_index)))
+
     def is_sampled(self, submission: int) -> bool:
         """Whether the submission is sampled."""
         return bool(self.chain.call(self.lens.functions.isSampled(submission)))
@@ -404,9 +421,12 @@ class Crucible:
         """Claimable credits of `address`."""
         return int(self.chain.call(self.market.functions.creditOf(checked_address(address))))
 
-    def commitment_of(self, task_id: int, round_index: int, trainer: str, proofs_digest: bytes) -> bytes:
+    def commitment_of(
+        self, task_id: int, round_index: int, base_round: int, trainer: str, proofs_digest: bytes
+    ) -> bytes:
         """The commitment the market would emit."""
-        return bytes(self.chain.call(self.lens.functions.commitmentOf(task_id, round_index, trainer, proofs_digest)))
+        function = self.lens.functions.commitmentOf(task_id, round_index, base_round, trainer, proofs_digest)
+        return bytes(self.chain.call(function))
 
     def events(
         self, contract: str, event_name: str, from_block: int | None = None, **filters: Any
@@ -438,12 +458,21 @@ class Crucible:
         return str(created[0]["modelCid"]), str(created[0]["envCid"])
 
     def checkpoint_cid(self, task_id: int, round_index: int) -> str:
-        """The CID of the checkpoint a round opened on: the initial model or an agreed checkpoint."""
+        """The CID of a round's checkpoint (what its work may start from and its aggregate builds on): the
+        initial model or an agreed checkpoint. ChainError while it is not fixed (a round opened ahead whose
+        round before is not final)."""
+        digest = self.round(task_id, round_index).checkpoint
+        if digest == bytes(32):
+            raise ChainError(f"task {task_id} round {round_index} has no checkpoint yet: the round before is not final")
         agreed = [str(e["checkpointCid"]) for e in self.events("TaskMarket", "CheckpointAgreed", taskId=task_id)]
-        cid = checkpoint_digests(self.task_cids(task_id)[0], agreed).get(self.round(task_id, round_index).checkpoint)
+        cid = checkpoint_digests(self.task_cids(task_id)[0], agreed).get(digest)
         if cid is not None:
             return cid
         raise ChainError(f"no event names the checkpoint of task {task_id} round {round_index}")
+
+    def live_rounds(self, task: TaskState) -> range:
+        """The rounds of a task that are open and not final, oldest first (one unless it pipelines)."""
+        return range(task.current_round, task.open_round + 1) if not task.ended else range(0)
 
     def submitted(self, task_id: int, round_index: int, trainer: str) -> dict[str, Any] | None:
         """The WorkSubmitted event of a trainer in a round, or None."""

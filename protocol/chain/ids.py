@@ -41,12 +41,15 @@ def decode_submission_id(value: int) -> tuple[int, int, str]:
     return value >> 192, (value >> 160) & ROUND_MASK, to_checksum_address(f"0x{value & (2**160 - 1):040x}")
 
 
-def commitment(chain_id: int, market: str, task_id: int, round_index: int, trainer: str, proofs_digest: bytes) -> bytes:
-    """Returns the commitment `submitWork` emits: it binds chain, contract, task, round and trainer to the proofs."""
+def commitment(
+    chain_id: int, market: str, task_id: int, round_index: int, base_round: int, trainer: str, proofs_digest: bytes
+) -> bytes:
+    """Returns the commitment `submitWork` emits: it binds chain, contract, task, round, the base round (whose
+    checkpoint the work started from) and trainer to the proofs."""
     return keccak(
         encode(
-            ["uint256", "address", "uint256", "uint256", "address", "bytes32"],
-            [chain_id, market, task_id, round_index, trainer, proofs_digest],
+            ["uint256", "address", "uint256", "uint256", "uint256", "address", "bytes32"],
+            [chain_id, market, task_id, round_index, base_round, trainer, proofs_digest],
         )
     )
 

@@ -14,6 +14,7 @@ UINT32_MAX = 2**32 - 1
 MAX_ROUNDS = 1000  # Params.MAX_ROUNDS: each round can be stalled a window by a dispute
 MIN_WINDOW_S = 5  # Params.MIN_WINDOW: a shorter window may hold no block at all
 MAX_COMMITTEE = 16  # Params.MAX_COMMITTEE
+MAX_STALENESS = 8  # Params.MAX_STALENESS: the most rounds a submission's base may lag its round
 
 
 def max_submission_reward(bounty_wei: int, rounds: int, validator_fee_bps: int) -> int:
@@ -102,6 +103,12 @@ class TaskParams(BaseModel):
         le=MAX_COLLUDING_SHARE_PPM,
         description="Largest share of seat stake assumed to collude with a cheat, per million (below half).",
     )
+    max_staleness: int = Field(
+        0,
+        ge=0,
+        le=MAX_STALENESS,
+        description="Rounds a submission's base checkpoint may lag its round; 0 keeps rounds sequential.",
+    )
 
     @model_validator(mode="after")
     def _slashes_are_collectable(self) -> TaskParams:
@@ -169,6 +176,7 @@ CONTRACT_NAMES = {
     "validate_window_s": "validateWindow",
     "challenge_window_s": "challengeWindow",
     "colluding_share_ppm": "colludingSharePpm",
+    "max_staleness": "maxStaleness",
 }
 
 

@@ -26,10 +26,17 @@ class RoundRecord:
     work_units: int = 0
     proofs_digest: str = ""
     reason: str = ""
+    # The round whose agreed checkpoint the work started from (None in journals written before pipelining:
+    # the round itself).
+    base_round: int | None = None
 
     def digest(self) -> bytes:
         """The proofs' digest as the bytes32 `submitWork` takes."""
         return bytes.fromhex(self.proofs_digest)
+
+    def base_of(self, round_index: int) -> int:
+        """The base round to submit this work on."""
+        return round_index if self.base_round is None else self.base_round
 
     def now(self, status: Status, reason: str = "") -> RoundRecord:
         """The same work with another status."""

@@ -38,6 +38,7 @@ RACED_REVERTS = {
     "MarketWrongRound",
     "MarketTaskEnded",
     "MarketNothingToClaim",
+    "MarketStalenessBound",
 }
 
 Strategy = TypeVar("Strategy")
@@ -145,8 +146,9 @@ class Participant:
     def keep_round(self, round_index: int, state: RoundState, deadlines: Deadlines, now: int) -> bool:
         """Takes the round's permissionless step nobody took yet: once the submission window closed, asks
         for its check seed (from a block ahead) and fixes it once that block exists; after the challenge
-        window with no dispute open, finalises it (a round with submissions needs its seed first, unless too
-        few validators joined to check it: it is then finalised unverified).
+        window with no dispute open, finalises it when it is the current round and its aggregators had a
+        challenge window on its checkpoint (a round with submissions needs its seed first, unless too few
+        validators joined to check it: it is then finalised unverified).
         Returns whether this identity sent one (False when another raced it there, or none was due)."""
         seed_due = state.check_seed == bytes(32) and state.submission_count > 0
         if seed_due and not state.seed_block and now >= deadlines.submit and self._too_few_validators():
@@ -167,6 +169,10 @@ class Participant:
                     self.reporter.event("check_seed_requested", round=round_index, block=after.seed_block)
                 return True
         elif now >= deadlines.challenge and not state.finalised and state.open_disputes == 0:
+            if self.crucible.task(self.task_id).current_round != round_index:
+                return False  # rounds finalise in order: one before it is still open
+            if now < self.crucible.final_from(self.task_id, round_index):
+                return False  # its checkpoint came late (it opened ahead): its aggregators get a whole window
             with self.racing("finalise_round", round=round_index):
                 self.crucible.finalise_round(self.signer, self.task_id)
                 self.reporter.event("round_finalised", round=round_index)

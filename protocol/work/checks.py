@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.artifacts.manifest import load_manifest, load_state_dict
 from protocol.artifacts.store import Store
-from protocol.chain.ids import commitment
 from protocol.errors import ArtifactError, CrucibleError, OwnFault
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.inference import Prefill, prefill
@@ -166,7 +165,7 @@ def check_format(data: bytes, claim: Claim, spec: EnvSpec) -> tuple[CheckResult,
         if problems:
             failures.append({"sample": index, "field": "proofs", "found": problems[0]})
     digest = rollouts.proofs_digest()
-    bound = commitment(context.chain_id, context.market, context.task_id, context.round_index, context.node, digest)
+    bound = context.commitment(digest)
     if bound != claim.commitment:
         failures.append({"field": "commitment", "expected": "0x" + claim.commitment.hex(), "found": "0x" + bound.hex()})
     figures = {"bytes": len(data), "samples": len(rollouts.samples), "work_units": rollouts.work_units}

@@ -27,6 +27,7 @@ def evidence_document(submission: int, validator: str, claim: Claim, verdict: Ve
         "market": context.market,
         "task_id": context.task_id,
         "round": context.round_index,
+        "base_round": context.base_round,
         "trainer": context.node,
         "validator": validator,
         "rollout_cid": claim.rollout_cid,

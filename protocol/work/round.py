@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from protocol.chain.client import Crucible
+from protocol.chain.ids import commitment
 from protocol.ml.envs.base import Problem
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.model import LoadedModel
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RoundContext:
-    """Where a piece of work belongs: chain, market, task, round, node, and what the round fixed."""
+    """Where a piece of work belongs: chain, market, task, round, node, what the round fixed, and the
+    checkpoint the work started from: the agreed checkpoint of its base round (the round itself unless the
+    task pipelines, see `TaskParams.max_staleness`)."""
 
     chain_id: int
     market: str
@@ -32,6 +35,7 @@ class RoundContext:
     work_seed: bytes
     checkpoint_cid: str
     env_cid: str
+    base_round: int
 
     @classmethod
     def of(
@@ -44,9 +48,12 @@ class RoundContext:
         work_seed: bytes | None = None,
         checkpoint_cid: str | None = None,
         env_cid: str | None = None,
+        base_round: int | None = None,
     ) -> RoundContext:
-        """The context of `node`'s work in a round of this deployment. The round's values not given are
-        read from the chain (a trainer and a validator); an auditor passes those it rebuilt from events."""
+        """The context of `node`'s work in a round of this deployment, built on `base_round`'s checkpoint
+        (default: the round's own). The values not given are read from the chain (a trainer and a validator);
+        an auditor passes those it rebuilt from events."""
+        base = round_index if base_round is None else base_round
         return cls(
             chain_id=crucible.chain.chain_id,
             market=crucible.deployment.TaskMarket,
@@ -54,8 +61,15 @@ class RoundContext:
             round_index=round_index,
             node=node,
             work_seed=crucible.round(task_id, round_index).work_seed if work_seed is None else work_seed,
-            checkpoint_cid=checkpoint_cid or crucible.checkpoint_cid(task_id, round_index),
+            checkpoint_cid=checkpoint_cid or crucible.checkpoint_cid(task_id, base),
             env_cid=env_cid or crucible.task_cids(task_id)[1],
+            base_round=base,
+        )
+
+    def commitment(self, proofs_digest: bytes) -> bytes:
+        """The commitment `submitWork` emits for this work with these proofs."""
+        return commitment(
+            self.chain_id, self.market, self.task_id, self.round_index, self.base_round, self.node, proofs_digest
         )
 
     def prompts_seed(self) -> bytes:

@@ -74,12 +74,14 @@ def test_ids_and_commitments_match_the_contract(crucible: Crucible, dev: list[Si
     assert ids["dev1"] == submission_id(task_id, 0, trainer)
     assert decode_submission_id(ids["dev1"]) == (task_id, 0, trainer)
     digest = b"\x07" * 32
-    ours = commitment(crucible.chain.chain_id, crucible.market.address, task_id, 0, trainer, digest)
-    assert ours == crucible.commitment_of(task_id, 0, trainer, digest)
-    assert ours != crucible.commitment_of(task_id, 1, trainer, digest)
+    ours = commitment(crucible.chain.chain_id, crucible.market.address, task_id, 0, 0, trainer, digest)
+    assert ours == crucible.commitment_of(task_id, 0, 0, trainer, digest)
+    assert ours != crucible.commitment_of(task_id, 1, 1, trainer, digest)
+    assert ours != crucible.commitment_of(task_id, 1, 0, trainer, digest)
     (event,) = [e for e in crucible.submissions(task_id, 0) if e["trainer"] == trainer]
+    assert event["baseRound"] == 0
     assert event["commitment"] == commitment(
-        crucible.chain.chain_id, crucible.market.address, task_id, 0, trainer, bytes(32)
+        crucible.chain.chain_id, crucible.market.address, task_id, 0, 0, trainer, bytes(32)
     )
 
 

@@ -123,7 +123,7 @@ def test_one_node_one_round_submits_work_whose_artifacts_verify(
         assert (event["rolloutCid"], event["updateCid"]) == (submitted["rollout_cid"], submitted["update_cid"])
         rollouts = parse_rollouts(store.get(event["rolloutCid"]), event["rolloutCid"])
         expected = commitment(
-            chain.chain_id, deployment.TaskMarket, task_id, 0, trainer.address, rollouts.proofs_digest()
+            chain.chain_id, deployment.TaskMarket, task_id, 0, 0, trainer.address, rollouts.proofs_digest()
         )
         assert event["commitment"] == expected
         assert event["workUnits"] == rollouts.work_units == sum(len(s.completion_ids) for s in rollouts.samples)
@@ -132,7 +132,7 @@ def test_one_node_one_round_submits_work_whose_artifacts_verify(
         # The prompts are the ones the chain assigned this node; rewards are the environment's.
         context = RoundContext(
             chain.chain_id, deployment.TaskMarket, task_id, 0, trainer.address,
-            crucible.round(task_id, 0).work_seed, model_cid, env_cid,
+            crucible.round(task_id, 0).work_seed, model_cid, env_cid, 0,
         )  # fmt: skip
         slots = assigned_slots(spec, context)
         assert [(s.prompt_index, s.sample_index, s.prompt) for s in rollouts.samples] == [

@@ -45,4 +45,5 @@ def context() -> RoundContext:
         work_seed=b"\x42" * 32,
         checkpoint_cid=cid_of_bytes(b"checkpoint"),
         env_cid=cid_of_bytes(b"env"),
+        base_round=0,
     )

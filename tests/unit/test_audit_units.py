@@ -25,7 +25,7 @@ def submission(
         submission=1, task_id=0, round_index=0, trainer="0xT", rollout_cid="r", update_cid="u", work_units=10,
         block=5, sampled=sampled, assigned=[f"0xV{i}" for i in range(len(votes))],
         votes=[Vote(f"0xV{i}", valid, "e", "attest") for i, valid in enumerate(votes)], disputed_by=None,
-        dispute_upheld=None, rejected=rejected, settled=False, reward_wei=0, slashed_wei=0, rerun=rerun,
+        dispute_upheld=None, rejected=rejected, settled=False, reward_wei=0, slashed_wei=0, base_round=0, rerun=rerun,
         seed_fixed=seed_fixed,
     )  # fmt: skip
     Auditor._judge(audit)

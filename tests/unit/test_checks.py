@@ -20,7 +20,6 @@ from protocol.chain.assignment import (
     holders,
     is_sampled,
 )
-from protocol.chain.ids import commitment
 from protocol.errors import ArtifactError
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.model import LoadedModel
@@ -34,7 +33,7 @@ OTHER_NODE = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
 def claim_of(work: RoundWork, context: RoundContext) -> Claim:
     """What the chain would record had `context.node` submitted this work in `context`'s round."""
     digest = work.rollouts.proofs_digest()
-    bound = commitment(context.chain_id, context.market, context.task_id, context.round_index, context.node, digest)
+    bound = context.commitment(digest)
     return Claim(context, cid_of_bytes(work.rollouts.to_bytes()), "update-cid", work.rollouts.work_units, bound)
 
 

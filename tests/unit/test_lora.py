@@ -58,7 +58,7 @@ def test_every_node_of_a_round_starts_from_one_adapter(tiny: LoadedModel, spec: 
     subspace; the next round starts elsewhere. Shown failing on a broken version: seeding the start by
     the node's prompt seed (as before) gives the two nodes different A."""
     cid = "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq"
-    node = RoundContext(31337, "0x" + "00" * 20, 1, 4, "0x" + "11" * 20, b"\x05" * 32, cid, cid)
+    node = RoundContext(31337, "0x" + "00" * 20, 1, 4, "0x" + "11" * 20, b"\x05" * 32, cid, cid, 4)
     other_node, next_round = replace(node, node="0x" + "22" * 20), replace(node, round_index=5)
     assert node.adapter_seed() == other_node.adapter_seed() != next_round.adapter_seed()
     lora = _lora(spec)

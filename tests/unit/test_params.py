@@ -102,7 +102,14 @@ def test_creation_limits_at_their_bounds_accepted() -> None:
 
 def test_contract_order_of_fields() -> None:
     assert params().as_contract_tuple()[:3] == (1000 * TOKEN, 2, 500_000)
-    assert len(params().as_contract_tuple()) == 16 and params().as_contract_tuple()[-1] == 0
+    assert len(params().as_contract_tuple()) == 17 and params().as_contract_tuple()[-2] == 0
+    assert params(max_staleness=2).as_contract_tuple()[-1] == 2
+
+
+def test_staleness_bound_checked_as_the_chain_checks_it() -> None:
+    assert params(max_staleness=8).max_staleness == 8
+    with pytest.raises(ValidationError):
+        params(max_staleness=9)
 
 
 def test_least_deterrent_slash_is_the_boundary() -> None:

@@ -43,12 +43,18 @@ interface ITaskMarket {
         /// The largest share of the task's seat stake that may collude with a cheat, in parts per million
         /// (below half): the deterrence check counts the chance that they hold a cheat's check.
         uint32 colludingSharePpm;
+        /// How many rounds behind its round a submission's base checkpoint may be (0..MAX_STALENESS): 0 is
+        /// sequential rounds (a round opens when the one before is final, and work builds on its own
+        /// round's checkpoint); k lets round r+1 open once round r's submission window closed while up to k
+        /// rounds are not final, and work build on any agreed checkpoint of rounds r-k..r.
+        uint8 maxStaleness;
     }
 
     /// @notice A task as stored.
     struct Task {
         address creator;
         uint16 rounds;
+        /// The oldest round not final: the one {finaliseRound} closes next, whose checkpoint is the newest agreed.
         uint16 currentRound;
         uint8 validatorsPerCheck;
         uint24 sampleRatePpm;
@@ -61,6 +67,9 @@ interface ITaskMarket {
         uint32 validateWindow;
         uint32 challengeWindow;
         bool ended;
+        /// The newest round opened: rounds `currentRound..openRound` are live (one unless `maxStaleness` > 0).
+        uint16 openRound;
+        uint8 maxStaleness;
         uint96 bounty;
         /// Unearned tokens the creator may take back once the task ended.
         uint96 pool;
@@ -82,6 +91,9 @@ interface ITaskMarket {
         uint16 checkpointEpoch;
         bool finalised;
         bool unverified; // finalised with too few validators to check it: nothing paid, nothing slashed
+        // When `checkpoint` was fixed: at the opening, or, for a round opened ahead, when the round before
+        // it was finalised. Aggregators get a whole challenge window after it before the round can be final.
+        uint40 checkpointAt;
         uint96 includedUnits;
         uint32 attestCount;
         uint32 checksRemaining;
@@ -91,6 +103,8 @@ interface ITaskMarket {
         uint96 seatStake; // the seat stake the round's draws share out (snapshot with `validatorCount`)
         uint128 trainerBudgetRemaining;
         uint128 feeRemaining;
+        /// The keccak256 of the CID of the checkpoint the round aggregates onto (zero while the round
+        /// before it is not final).
         bytes32 checkpoint;
         bytes32 agreedNext;
     }
@@ -98,6 +112,8 @@ interface ITaskMarket {
     /// @notice A submission as stored. Its trainer, task and round are in its id.
     struct Submission {
         uint64 workUnits;
+        /// The round whose agreed checkpoint the work was computed from (its base).
+        uint16 baseRound;
         uint16 votedMask;
         uint16 invalidMask;
         bool rejected;
@@ -151,10 +167,13 @@ interface ITaskMarket {
     event TaskCreated(
         uint256 indexed taskId, address indexed creator, TaskParams params, string modelCid, string envCid
     );
-    /// @notice A round began: the checkpoint it trains from, the seed of its prompts, and when it opened.
+    /// @notice A round began: the checkpoint it aggregates onto (zero for a round opened before the round
+    ///         ahead of it was final: {CheckpointFixed} names it then), the seed of its prompts, and when it opened.
     event RoundOpened(
         uint256 indexed taskId, uint256 indexed round, bytes32 checkpoint, bytes32 workSeed, uint40 openedAt
     );
+    /// @notice A round opened ahead (see `maxStaleness`) got its checkpoint: the round before it was finalised.
+    event CheckpointFixed(uint256 indexed taskId, uint256 indexed round, bytes32 checkpoint);
     /// @notice A validator joined a task at `index` in its joining order, locking `stake`: it holds the
     ///         seat stake range `[from, from + stake)` in every draw made after this.
     event ValidatorJoined(
@@ -165,12 +184,15 @@ interface ITaskMarket {
     /// @notice A slash left a validator below the task's minimum stake: it keeps its place in the draws
     ///         (so no one else's assignment moves) but may not attest, vote or propose in the task again.
     event ValidatorBenched(uint256 indexed taskId, address indexed validator, uint256 staked);
-    /// @notice A trainer committed its round's work: the rollout file and update by CID, its work units, and the commitment binding them to this chain, market and trainer.
+    /// @notice A trainer committed its round's work, computed from the agreed checkpoint of `baseRound`: the
+    ///         rollout file and update by CID, its work units, and the commitment binding them to this chain,
+    ///         market, round, base and trainer.
     event WorkSubmitted(
         uint256 indexed taskId,
         uint256 indexed round,
         address indexed trainer,
         uint256 submissionId,
+        uint256 baseRound,
         string rolloutCid,
         string updateCid,
         uint64 workUnits,
@@ -242,6 +264,14 @@ interface ITaskMarket {
     error MarketTaskNotEnded(uint256 taskId);
     /// @notice The call names a round that is not the task's current one.
     error MarketWrongRound(uint256 taskId, uint256 round, uint256 currentRound);
+    /// @notice A submission's base round is not agreed yet (after `currentRound`), is after its own round,
+    ///         or is more than `maxStaleness` rounds behind it.
+    error MarketBaseOutOfBound(
+        uint256 taskId, uint256 round, uint256 baseRound, uint256 currentRound, uint256 maxStaleness
+    );
+    /// @notice The next round cannot open ahead: it would be more than `maxStaleness` rounds after the
+    ///         current one, or the task has no round left.
+    error MarketStalenessBound(uint256 taskId, uint256 nextRound, uint256 currentRound, uint256 maxStaleness);
     /// @notice The call came outside the window it is allowed in (`opensAt` to `closesAt`).
     error MarketOutsideWindow(uint256 nowTimestamp, uint256 opensAt, uint256 closesAt);
     /// @notice Work units must be at least 1 and at most the task's `maxWorkUnits`.
@@ -325,9 +355,18 @@ interface ITaskMarket {
     /// @param taskId The task.
     function leaveTask(uint256 taskId) external;
 
-    /// @notice Submit a round's work before the submission deadline; locks `minTrainerStake`.
+    /// @notice Open the next round ahead of finality, once the newest open round's submission window
+    ///         closed, when the round it opens is at most `maxStaleness` rounds after the current one (so
+    ///         never with `maxStaleness` 0: {finaliseRound} opens rounds then). Its work seed is fixed now; its checkpoint when the round
+    ///         before it is final. Anyone.
     /// @param taskId The task.
-    /// @param round The current round.
+    function openNextRound(uint256 taskId) external;
+
+    /// @notice Submit an open round's work before its submission deadline; locks `minTrainerStake`.
+    /// @param taskId The task.
+    /// @param round An open round (`currentRound..openRound`).
+    /// @param baseRound The round whose agreed checkpoint the work started from: agreed (at most
+    ///        `currentRound`), at most `round`, and at most `maxStaleness` rounds behind it.
     /// @param rolloutCid CID of the rollout file.
     /// @param updateCid CID of the update manifest.
     /// @param workUnits Tokens generated, 1..maxWorkUnits.
@@ -336,13 +375,15 @@ interface ITaskMarket {
     function submitWork(
         uint256 taskId,
         uint256 round,
+        uint256 baseRound,
         string calldata rolloutCid,
         string calldata updateCid,
         uint64 workUnits,
         bytes32 proofsDigest
     ) external returns (uint256 submissionId);
 
-    /// @notice After the submission deadline: the first call requests the current round's check seed
+    /// @notice After a submission deadline, for every open round past its own in turn, oldest first
+    ///         (usually one): the first call requests the round's check seed
     ///         from a block two blocks ahead (and snapshots the validators and their seat stake; it
     ///         reverts while fewer than `validatorsPerCheck` have joined); a call once that
     ///         block exists fixes the seed from its hash (so do {attest}, {dispute},
@@ -380,9 +421,10 @@ interface ITaskMarket {
     /// @param checkpointCid CID of the next checkpoint's manifest.
     function proposeCheckpoint(uint256 taskId, uint256 round, string calldata checkpointCid) external;
 
-    /// @notice Finalise the current round after its challenge window with no dispute open:
-    ///         allocates its budget and opens the next round on the agreed checkpoint (or the
-    ///         same one when none was agreed), or ends the task. Anyone.
+    /// @notice Finalise the current round after its challenge window (and at least a challenge window after
+    ///         its checkpoint was fixed) with no dispute open: allocates its budget and gives the next round
+    ///         the agreed checkpoint (or the same one when none was agreed), opening it unless it opened
+    ///         ahead, or ends the task. Anyone.
     /// @param taskId The task.
     function finaliseRound(uint256 taskId) external;
 

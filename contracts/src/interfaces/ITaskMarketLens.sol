@@ -13,9 +13,9 @@ interface ITaskMarketLens {
     function market() external view returns (ITaskMarket);
     /// @notice The submission id of `trainer` in `round` of `taskId`.
     function submissionIdOf(uint256 taskId, uint256 round, address trainer) external pure returns (uint256);
-    /// @notice The commitment {ITaskMarket-submitWork} emits: binds chain id, the market, task, round and
-    ///         trainer to the proofs.
-    function commitmentOf(uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
+    /// @notice The commitment {ITaskMarket-submitWork} emits: binds chain id, the market, task, round, base
+    ///         round and trainer to the proofs.
+    function commitmentOf(uint256 taskId, uint256 round, uint256 baseRound, address trainer, bytes32 proofsDigest)
         external
         view
         returns (bytes32);
@@ -25,6 +25,9 @@ interface ITaskMarketLens {
         external
         view
         returns (uint256 submitDeadline, uint256 validateDeadline, uint256 challengeDeadline);
+    /// @notice When the round may be finalised (disputes aside): its challenge deadline, or a challenge window
+    ///         after its checkpoint was fixed when that came later (a round opened ahead of finality).
+    function finalFromOf(uint256 taskId, uint256 round) external view returns (uint256);
     /// @notice Whether the submission is sampled (false until the check seed is fixed).
     function isSampled(uint256 submissionId) external view returns (bool);
     /// @notice The holders of the positions assigned to check the submission, one per position (a validator

@@ -28,14 +28,17 @@ library Ids {
         trainer = address(uint160(id));
     }
 
-    /// @dev What {ITaskMarket-submitWork} emits: binds this chain, the market, task, round and trainer
-    ///      to the proofs, so a copied commitment names its first sender.
-    function commitment(address market, uint256 taskId, uint256 round, address trainer, bytes32 proofsDigest)
-        internal
-        view
-        returns (bytes32)
-    {
-        return keccak256(abi.encode(block.chainid, market, taskId, round, trainer, proofsDigest));
+    /// @dev What {ITaskMarket-submitWork} emits: binds this chain, the market, task, round, base round and
+    ///      trainer to the proofs, so a copied commitment names its first sender and the checkpoint it used.
+    function commitment(
+        address market,
+        uint256 taskId,
+        uint256 round,
+        uint256 baseRound,
+        address trainer,
+        bytes32 proofsDigest
+    ) internal view returns (bytes32) {
+        return keccak256(abi.encode(block.chainid, market, taskId, round, baseRound, trainer, proofsDigest));
     }
 
     /// @dev A round's deadlines from its opening time and the task's windows: submissions until the
@@ -48,5 +51,19 @@ library Ids {
         submitDeadline = openedAt + submitWindow;
         validateDeadline = submitDeadline + validateWindow;
         challengeDeadline = validateDeadline + challengeWindow;
+    }
+
+    /// @dev When a round may be finalised: its challenge deadline, or a challenge window after its checkpoint
+    ///      was fixed (`checkpointAt`), whichever is later.
+    function finalFrom(
+        uint256 openedAt,
+        uint256 checkpointAt,
+        uint256 submitWindow,
+        uint256 validateWindow,
+        uint256 challengeWindow
+    ) internal pure returns (uint256) {
+        (,, uint256 challengeDeadline) = deadlines(openedAt, submitWindow, validateWindow, challengeWindow);
+        uint256 afterCheckpoint = checkpointAt + challengeWindow;
+        return afterCheckpoint > challengeDeadline ? afterCheckpoint : challengeDeadline;
     }
 }

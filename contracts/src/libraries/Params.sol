@@ -14,6 +14,9 @@ library Params {
     uint256 internal constant MAX_ROUNDS = 1000;
     /// @dev The shortest window, in seconds: a shorter one may hold no block at all.
     uint256 internal constant MIN_WINDOW = 5;
+    /// @dev The most rounds a submission's base may lag its round: every step that walks the live rounds
+    ///      ({ITaskMarket-fixCheckSeed}) stays bounded, and no update is older than this.
+    uint256 internal constant MAX_STALENESS = 8;
     /// @dev The fixed-point unit of probabilities in {honestMajority}.
     uint256 internal constant ONE = 1e18;
     uint256 private constant ONE_PER_PPM = 1e12;
@@ -47,6 +50,7 @@ library Params {
         _atLeast("challengeWindow", p.challengeWindow, MIN_WINDOW);
         // A colluding majority of the seat stake decides every check: nothing on chain can deter that.
         _atMost("colludingSharePpm", p.colludingSharePpm, PPM / 2 - 1);
+        _atMost("maxStaleness", p.maxStaleness, MAX_STALENESS);
         uint256 maxReward = maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
         // q, the chance a cheat is caught, in units of PPM * ONE: sampled, and an honest majority holds
         // its positions. Rounded down, so the check errs towards refusing.
@@ -81,6 +85,54 @@ library Params {
         for (uint256 i = 1; i <= n; ++i) {
             table[i] = table[i - 1] * x / ONE;
         }
+    }
+
+    /// @dev Reverts unless the task takes work in `round` (open, and not ended), `baseRound` is an agreed
+    ///      round at most `maxStaleness` before it, and `workUnits` is in 1..maxWorkUnits. External, run in
+    ///      the market's storage, to keep the market's bytecode under the limit.
+    function checkSubmission(
+        ITaskMarket.Task storage task,
+        uint256 taskId,
+        uint256 round,
+        uint256 baseRound,
+        uint256 workUnits
+    ) external view {
+        if (task.ended) revert ITaskMarket.MarketTaskEnded(taskId);
+        uint256 current = task.currentRound;
+        if (round < current || round > task.openRound) revert ITaskMarket.MarketWrongRound(taskId, round, current);
+        // The base is agreed (its checkpoint is fixed), not after the round, and within the staleness bound.
+        if (baseRound > current || baseRound > round || round - baseRound > task.maxStaleness) {
+            revert ITaskMarket.MarketBaseOutOfBound(taskId, round, baseRound, current, task.maxStaleness);
+        }
+        if (workUnits == 0 || workUnits > task.maxWorkUnits) {
+            revert ITaskMarket.MarketWorkUnitsOutOfRange(workUnits, task.maxWorkUnits);
+        }
+    }
+
+    /// @dev The round {ITaskMarket-openNextRound} opens; reverts when the task ended, has no round left,
+    ///      or that round would be more than `maxStaleness` after the current one.
+    function checkOpenAhead(ITaskMarket.Task storage task, uint256 taskId) external view returns (uint256 next) {
+        if (task.ended) revert ITaskMarket.MarketTaskEnded(taskId);
+        next = uint256(task.openRound) + 1;
+        if (next >= task.rounds || next - task.currentRound > task.maxStaleness) {
+            revert ITaskMarket.MarketStalenessBound(taskId, next, task.currentRound, task.maxStaleness);
+        }
+    }
+
+    /// @dev A round's trainer and fee budgets: the bounty split evenly across rounds (the last takes the
+    ///      rounding remainder), and the fee share of it for validators' checks.
+    function roundBudgets(uint256 bounty, uint256 rounds, uint256 round, uint256 validatorFeeBps)
+        external
+        pure
+        returns (uint256 trainerBudget, uint256 feeBudget)
+    {
+        // The division first is the point: every round gets the floor, the last one the remainder.
+        // slither-disable-next-line divide-before-multiply
+        uint256 budget = bounty / rounds;
+        // slither-disable-next-line divide-before-multiply
+        if (round == rounds - 1) budget = bounty - budget * (rounds - 1);
+        feeBudget = budget * validatorFeeBps / BPS;
+        trainerBudget = budget - feeBudget;
     }
 
     /// @dev One revert site per kind of bound keeps the market's bytecode small.

@@ -11,6 +11,8 @@ import {ITaskMarket} from "../../src/interfaces/ITaskMarket.sol";
 ///      are honest and diligent (they attest before each deadline the handler crosses);
 ///      validator 4 always votes the opposite of the truth, so every committee of 3 drawn from
 ///      5 has an honest majority and every dispute committee of 2 at least one honest member.
+///      With `maxStaleness` above 0 (the pipelined suite) it also opens rounds ahead of finality and
+///      submits to any open round on any base, in the bound or not: the market must refuse the latter.
 contract Handler is ProtocolFixture {
     uint256 internal constant TOKEN = 1e18;
 
@@ -48,8 +50,17 @@ contract Handler is ProtocolFixture {
     /// Validators that left the ended task, and those that got out with a vote not yet settled.
     uint256 public ghost_leaves;
     uint256 public ghost_leftWithVotesUnsettled;
+    /// Submissions the market took whose base was not agreed, after their round, or beyond the bound; and
+    /// refused ones whose base was within it.
+    uint256 public ghost_basesOutOfBoundAccepted;
+    uint256 public ghost_basesInBoundRefused;
+    /// Rounds finalised out of order, and rounds opened ahead beyond the bound.
+    uint256 public ghost_finalisedOutOfOrder;
+    uint256 public ghost_openedBeyondBound;
+    uint256 public ghost_openedAhead;
+    uint256 public ghost_staleSubmissions;
 
-    constructor(uint256 numberOfValidators) {
+    constructor(uint256 numberOfValidators, uint8 maxStaleness) {
         creator = vm.addr(1);
         auditor = vm.addr(2);
         for (uint256 i = 0; i < 3; ++i) {
@@ -79,6 +90,7 @@ contract Handler is ProtocolFixture {
         p.validateWindow = 100;
         p.challengeWindow = 100;
         p.colludingSharePpm = 333_333;
+        p.maxStaleness = maxStaleness;
         vm.prank(creator);
         taskId = market.createTask(p, "bafy-model", "bafy-env");
         for (uint256 i = 0; i < validators.length; ++i) {
@@ -131,24 +143,51 @@ contract Handler is ProtocolFixture {
         stakes.withdraw();
     }
 
+    /// A trainer submits to an open round the seed picks, on a base it picks: its own round, or the newest
+    /// agreed one, and now and then any round from 3 before to 1 after that (the market must refuse those
+    /// out of the bound).
     function submit(uint256 actorSeed, uint256 units, bool cheat) external {
         ITaskMarket.Task memory task = market.getTask(taskId);
         if (task.ended) return;
         address trainer = trainers[actorSeed % trainers.length];
-        uint256 round = task.currentRound;
-        (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
+        (uint256 round, uint256 base, bool inBound) = _pickRoundAndBase(actorSeed, task);
         uint256 id = lens.submissionIdOf(taskId, round, trainer);
-        if (block.timestamp >= submitDeadline || market.getSubmission(id).workUnits != 0) return;
+        {
+            (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
+            if (block.timestamp >= submitDeadline || market.getSubmission(id).workUnits != 0) return;
+        }
         if (stakes.freeStake(trainer) < task.minTrainerStake) return;
         // Trainers re-use one proofs file per kind of work across rounds: the replay the commitment must stop.
         bytes32 proofs = keccak256(abi.encode(cheat));
         vm.prank(trainer);
         uint256 gasBefore = gasleft();
-        market.submitWork(taskId, round, "bafy-rollouts", "bafy-update", uint64(bound(units, 1, 10_000)), proofs);
+        try market.submitWork(
+            taskId, round, base, "bafy-rollouts", "bafy-update", uint64(bound(units, 1, 10_000)), proofs
+        ) {
+            if (!inBound) ++ghost_basesOutOfBoundAccepted;
+        } catch {
+            if (inBound) ++ghost_basesInBoundRefused;
+            return;
+        }
         _recordMax(gasBefore - gasleft(), 0);
+        if (base < round) ++ghost_staleSubmissions;
         submissions.push(id);
         isCheat[id] = cheat;
-        bytes32 commitment = lens.commitmentOf(taskId, round, trainer, proofs);
+        _recordCommitment(lens.commitmentOf(taskId, round, base, trainer, proofs));
+    }
+
+    function _pickRoundAndBase(uint256 actorSeed, ITaskMarket.Task memory task)
+        internal
+        pure
+        returns (uint256 round, uint256 base, bool inBound)
+    {
+        round = task.currentRound + (actorSeed >> 8) % (uint256(task.openRound) - task.currentRound + 1);
+        base = (actorSeed >> 16) % 4 == 0 ? task.currentRound : round;
+        if ((actorSeed >> 24) % 8 == 7) base = base + 1 - _min((actorSeed >> 32) % 5, base + 1);
+        inBound = base <= task.currentRound && base <= round && round - base <= task.maxStaleness;
+    }
+
+    function _recordCommitment(bytes32 commitment) internal {
         if (ghost_commitmentSeen[commitment]) ++ghost_commitmentRepeats;
         ghost_commitmentSeen[commitment] = true;
     }
@@ -158,7 +197,7 @@ contract Handler is ProtocolFixture {
         if (submissions.length == 0) return;
         uint256 id = submissions[submissionSeed % submissions.length];
         if (!_inAttestWindow(id)) return;
-        _fixSeed();
+        _fixSeed(_roundOf(id));
         address[] memory assigned = lens.assignedValidators(id);
         if (assigned.length == 0) return;
         address validator = assigned[validatorSeed % assigned.length];
@@ -219,6 +258,19 @@ contract Handler is ProtocolFixture {
         ghost_openBonds -= 20 * TOKEN;
     }
 
+    /// Anyone opens the next round ahead of finality whenever the market allows it; an attempt beyond the
+    /// bound must be refused.
+    function openAhead() external {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (task.ended || task.openRound + 1 >= task.rounds) return;
+        (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, task.openRound);
+        if (block.timestamp < submitDeadline) return;
+        try market.openNextRound(taskId) {
+            ++ghost_openedAhead;
+            if (task.openRound + 1 - task.currentRound > task.maxStaleness) ++ghost_openedBeyondBound;
+        } catch {}
+    }
+
     function propose(uint256 aggregatorSeed, bool odd) external {
         ITaskMarket.Task memory task = market.getTask(taskId);
         if (task.ended) return;
@@ -236,11 +288,15 @@ contract Handler is ProtocolFixture {
     function finalise() external {
         ITaskMarket.Task memory task = market.getTask(taskId);
         if (task.ended) return;
-        (,, uint256 challengeDeadline) = lens.deadlinesOf(taskId, task.currentRound);
-        if (block.timestamp < challengeDeadline) return;
+        if (block.timestamp < lens.finalFromOf(taskId, task.currentRound)) return;
         if (market.getRound(taskId, task.currentRound).openDisputes != 0) return;
         market.finaliseRound(taskId);
         ++ghost_finalises;
+        // Rounds finalise in order: this one, and none after it.
+        if (!market.getRound(taskId, task.currentRound).finalised) ++ghost_finalisedOutOfOrder;
+        for (uint256 r = task.currentRound + 1; r <= task.openRound; ++r) {
+            if (market.getRound(taskId, r).finalised) ++ghost_finalisedOutOfOrder;
+        }
     }
 
     /// Settles the first unsettled submission of a finalised round from the seed on; when every
@@ -338,7 +394,8 @@ contract Handler is ProtocolFixture {
         market.refund(taskId);
     }
 
-    /// Moves time on by up to 150 s, or, with `toNextDeadline`, to the current round's next deadline.
+    /// Moves time on by up to 150 s, or, with `toNextDeadline`, to the current round's next deadline (or
+    /// the time it may be finalised).
     function warp(uint256 seconds_, bool toNextDeadline) external {
         uint256 target = block.timestamp + bound(seconds_, 1, 150);
         ITaskMarket.Task memory task = market.getTask(taskId);
@@ -349,19 +406,31 @@ contract Handler is ProtocolFixture {
                 if (block.timestamp < submitDeadline) target = submitDeadline;
                 else if (block.timestamp < validateDeadline) target = validateDeadline;
                 else if (block.timestamp < challengeDeadline) target = challengeDeadline;
+                else target = _max(target, lens.finalFromOf(taskId, task.currentRound));
             }
-            // Diligent validators: before time passes an attestation deadline, the honest ones attest.
-            if (target >= validateDeadline && block.timestamp < validateDeadline) {
+            // Diligent validators: before time passes a live round's attestation deadline, the honest ones
+            // attest (oldest round first: its deadlines come first).
+            for (uint256 r = task.currentRound; r <= task.openRound; ++r) {
+                (submitDeadline, validateDeadline,) = lens.deadlinesOf(taskId, r);
+                if (target < validateDeadline || block.timestamp >= validateDeadline) continue;
                 if (block.timestamp < submitDeadline) {
                     vm.warp(submitDeadline);
                     vm.roll(block.number + 1);
                 }
-                _fixSeed();
-                _attestRoundHonestly(task.currentRound);
+                _fixSeed(r);
+                _attestRoundHonestly(r);
             }
         }
-        vm.warp(target);
+        vm.warp(_max(target, block.timestamp));
         vm.roll(block.number + 1);
+    }
+
+    function _max(uint256 a, uint256 b) internal pure returns (uint256) {
+        return a > b ? a : b;
+    }
+
+    function _min(uint256 a, uint256 b) internal pure returns (uint256) {
+        return a < b ? a : b;
     }
 
     // ------------------------------------------------------------ helpers
@@ -403,10 +472,9 @@ contract Handler is ProtocolFixture {
         }
     }
 
-    /// Requests the current round's check seed and, once its block has passed, fixes it (time stays put:
-    /// the blocks come within the same second).
-    function _fixSeed() internal {
-        uint256 round = market.getTask(taskId).currentRound;
+    /// Requests the round's check seed and, once its block has passed, fixes it (time stays put: the blocks
+    /// come within the same second). `fixCheckSeed` does so for every live round past its submission window.
+    function _fixSeed(uint256 round) internal {
         if (market.getRound(taskId, round).checkSeed != 0) return;
         market.fixCheckSeed(taskId);
         vm.roll(block.number + 3);
@@ -426,7 +494,9 @@ contract Handler is ProtocolFixture {
         vm.roll(block.number + bound(blocks, 0, 300));
         vm.prank(_anyActor(actorSeed));
         market.fixCheckSeed(taskId);
-        _checkSeedIsItsBlocks(round);
+        for (; round <= task.openRound; ++round) {
+            _checkSeedIsItsBlocks(round);
+        }
     }
 
     function _checkSeedIsItsBlocks(uint256 round) internal {
@@ -480,6 +550,10 @@ contract Handler is ProtocolFixture {
     function _recordMax(uint256 submitGas, uint256 claimGas) internal {
         if (submitGas > ghost_maxSubmitGas) ghost_maxSubmitGas = submitGas;
         if (claimGas > ghost_maxClaimGas) ghost_maxClaimGas = claimGas;
+    }
+
+    function _roundOf(uint256 id) internal pure returns (uint256 round) {
+        (, round,) = _decode(id);
     }
 
     function _decode(uint256 id) internal pure returns (uint256 tid, uint256 round, address trainer) {

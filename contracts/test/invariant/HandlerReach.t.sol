@@ -9,7 +9,7 @@ import {Handler} from "./Handler.sol";
 ///      pass by never getting past the first window.
 contract HandlerReachTest is Test {
     function test_HandlerReachesSettlement() public {
-        Handler handler = new Handler(5);
+        Handler handler = new Handler(5, 0);
         handler.submit(0, 100, false);
         handler.submit(1, 100, false);
         handler.submit(2, 100, true);
@@ -31,7 +31,7 @@ contract HandlerReachTest is Test {
 
     /// The leave action reaches both paths: refused while a vote is unsettled, allowed once settled.
     function test_HandlerReachesLeaving() public {
-        Handler handler = new Handler(5);
+        Handler handler = new Handler(5, 0);
         handler.submit(0, 100, false);
         handler.submit(1, 100, false);
         handler.submit(2, 100, true);
@@ -56,5 +56,28 @@ contract HandlerReachTest is Test {
         assertEq(handler.ghost_leaves(), 5, "everyone left once settled");
         assertEq(handler.ghost_leftWithVotesUnsettled(), 0, "nobody left early");
     }
-}
 
+    /// The pipelined handler opens rounds ahead, takes stale submissions and settles rounds in order.
+    function test_PipelinedHandlerReachesStaleWork() public {
+        Handler handler = new Handler(5, 1);
+        handler.submit(0, 100, false);
+        handler.warp(0, true); // round 0's submission deadline
+        handler.openAhead();
+        assertEq(handler.ghost_openedAhead(), 1, "round 1 opened ahead");
+        handler.openAhead(); // round 2 would be two rounds ahead: refused
+        assertEq(handler.ghost_openedAhead(), 1, "round 2 waits for round 0");
+        // Round 1 on round 0's checkpoint (the seed's bits pick round 1 and the newest agreed base).
+        handler.submit(1 | (1 << 8), 100, false);
+        assertEq(handler.ghost_staleSubmissions(), 1, "a submission one round stale");
+        for (uint256 i = 0; i < 4; ++i) {
+            handler.warp(0, true);
+        }
+        handler.finalise();
+        assertTrue(handler.market().getRound(handler.taskId(), 0).finalised, "round 0 final");
+        assertTrue(handler.market().getRound(handler.taskId(), 1).checkpoint != 0, "round 1 got its checkpoint");
+        for (uint256 i = 0; i < 2; ++i) {
+            handler.settle(i);
+        }
+        assertEq(handler.ghost_settles(), 1, "round 0 settled; round 1 not final yet");
+    }
+}

@@ -14,8 +14,8 @@ import {IStakeManager} from "../../src/interfaces/IStakeManager.sol";
 contract TaskMarketInvariantTest is Test {
     Handler internal handler;
 
-    function setUp() public {
-        handler = new Handler(8);
+    function setUp() public virtual {
+        handler = new Handler(8, 0);
     }
 
     function targetContracts() public view returns (address[] memory targets) {
@@ -108,5 +108,30 @@ contract TaskMarketInvariantTest is Test {
         assertTrue(handler.ghost_maxSubmitGas() <= 80_000, "submitWork over 80k");
         assertTrue(handler.ghost_maxAttestGas() <= 80_000, "attest over 80k");
         assertTrue(handler.ghost_maxClaimGas() <= 60_000, "claim over 60k");
+    }
+
+    /// Pipelined rounds (issue 18): a submission's base is agreed, not after its round, and at most
+    /// `maxStaleness` rounds behind it (every base the handler tries, in the bound or not, is judged
+    /// against that rule), and every base in the bound is taken.
+    /// Broken by: taking a base that is not agreed yet (mutant "base-not-agreed") or one beyond the bound
+    /// (mutant "staleness-unbounded").
+    function invariant_basesWithinBound() public view {
+        assertEq(handler.ghost_basesOutOfBoundAccepted(), 0, "a base out of the bound was taken");
+        assertEq(handler.ghost_basesInBoundRefused(), 0, "a base in the bound was refused");
+    }
+
+    /// Rounds finalise in order, and open ahead of finality no further than the bound allows.
+    /// Broken by: opening rounds ahead without the bound (mutant "open-ahead-unbounded").
+    function invariant_roundsInOrderAndBounded() public view {
+        assertEq(handler.ghost_finalisedOutOfOrder(), 0, "a round finalised out of order");
+        assertEq(handler.ghost_openedBeyondBound(), 0, "a round opened beyond the staleness bound");
+    }
+}
+
+/// @dev Every invariant above again, on a task whose rounds overlap: `maxStaleness` 2, so up to three
+///      rounds take work at once and submissions build on checkpoints up to two rounds old.
+contract TaskMarketPipelinedInvariantTest is TaskMarketInvariantTest {
+    function setUp() public override {
+        handler = new Handler(8, 2);
     }
 }
