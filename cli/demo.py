@@ -80,6 +80,13 @@ def _print(summary: dict[str, Any], json_output: bool) -> None:
         name = "initial" if row["round"] == 0 else f"after round {row['round']}"
         rounds.add_row(name, percent(row["accuracy"]), percent(row["sampled_accuracy"]), percent(row["rollout_reward"]))
     stdout.print(rounds)
+    for row in summary["rounds"]:
+        if row.get("updates"):
+            shown = ", ".join(
+                f"{u['trainer']} {'included' if u['included'] else 'rejected'}, staleness {u['staleness']}"
+                for u in row["updates"]
+            )
+            stdout.print(f"round {row['round']} updates: {shown}")
     gain = summary["gain"]
     for kind, label in (("greedy", "greedy"), ("sampled", "sampled as the task samples")):
         figures = gain[kind]
@@ -91,13 +98,21 @@ def _print(summary: dict[str, Any], json_output: bool) -> None:
             f"[{100 * figures['low']:+.1f}, {100 * figures['high']:+.1f}] over {gain['problems']} problems: {verdict}"
         )
     accounts = Table(
-        "account", "role", "stake before", "stake after", "rewards", title="Accounts", title_justify="left"
+        "account",
+        "role",
+        "stake before",
+        "stake after",
+        "rewards",
+        "busy (compute / wall time)",
+        title="Accounts",
+        title_justify="left",
     )
     for row in summary["accounts"]:
         accounts.add_row(
             row["name"],
             row["role"],
             *(format_tokens(int(row[f"{key}_wei"]), 18, "CRU") for key in ("stake_before", "stake_after", "rewards")),
+            percent(row.get("busy_fraction")),
         )
     stdout.print(accounts)
     check = summary["money_check"]

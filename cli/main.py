@@ -92,6 +92,11 @@ def demo(
     minibatch: int | None = typer.Option(
         None, "--minibatch", help="Sequences per optimizer step of the update (0: all in one; default: the spec's)."
     ),
+    max_staleness: int = typer.Option(
+        0,
+        "--max-staleness",
+        help="Pipelined rounds: how many rounds a submission's base may lag (0-8; 0: sequential rounds).",
+    ),
     keep: bool = typer.Option(False, "--keep", help="Serve the explorer afterwards, until Ctrl-C."),
     port: int = typer.Option(8600, "--port", help="The explorer's port with --keep."),
     unsafe_no_validation: bool = typer.Option(
@@ -117,6 +122,7 @@ def demo(
         warmup_steps=warmup_steps,
         prompts=prompts,
         minibatch=minibatch,
+        max_staleness=max_staleness,
         keep=keep,
         port=port,
         unsafe_no_validation=unsafe_no_validation,

@@ -3,10 +3,13 @@ with its own key and thread count, stopped all together when the demo ends or is
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 
@@ -33,6 +36,15 @@ class Children:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
         self.processes.append((label, process))
         return process
+
+    def events(self, label: str) -> list[dict[str, Any]]:
+        """The JSON event lines a child (run with `--json`) wrote to its log so far."""
+        found = []
+        for line in (self.home / "logs" / f"{label}.log").read_text().splitlines():
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    found.append(json.loads(line))
+        return found
 
     def failed(self) -> str | None:
         """A child that exited non-zero, with its log's last line."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from node.adversary import ADVERSARIES
+from protocol.chain.params import MAX_STALENESS
 from protocol.errors import ConfigError
 from protocol.ml.envs.spec import MAX_SAMPLES, EnvSpec, load_spec_file, spec_with_settings
 from protocol.ml.importing import PACKAGED
@@ -33,6 +34,7 @@ class DemoOptions:
     warmup_steps: int = 600  # a made-up model's supervised warm-up
     prompts: int | None = None  # prompts a trainer answers per round; None: by model
     minibatch: int | None = None  # sequences per optimizer step; None: the spec's default
+    max_staleness: int = 0  # the task's staleness bound: 0 sequential rounds, 1 or 2 pipelined
 
     keep: bool = False
     port: int = 8600
@@ -78,6 +80,8 @@ class DemoOptions:
             raise ConfigError(f"--eval-problems must be 2 to 100000, got {self.eval_problems}")
         if not 1 <= self.prompts <= 512:
             raise ConfigError(f"--prompts must be 1 to 512, got {self.prompts}")
+        if not 0 <= self.max_staleness <= MAX_STALENESS:
+            raise ConfigError(f"--max-staleness must be 0 to {MAX_STALENESS}, got {self.max_staleness}")
         if self.minibatch is not None and not 0 <= self.minibatch <= MAX_SAMPLES:
             raise ConfigError(f"--minibatch must be 0 (all in one step) to {MAX_SAMPLES}, got {self.minibatch}")
         self.spec()  # an unknown environment or a bad --set is named here, before anything starts

@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,6 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import DEVNET_UNBONDING_S, deploy
-from protocol.chain.ids import submission_id
 from protocol.chain.params import PPM, demo_task_params
 from protocol.config import crucible_home, devnet_settings
 from protocol.errors import CrucibleError
@@ -158,6 +158,7 @@ class Demo:
             submit_window_s=LONG_S,
             validate_window_s=LONG_S,
             challenge_window_s=LONG_S,
+            max_staleness=options.max_staleness,
         )
         task_id = crucible.create_task(creator, params, model_cid, env_cid)
         bounty = format_tokens(params.bounty_wei, 18, "CRU")
@@ -165,8 +166,12 @@ class Demo:
 
         people = self._participants(crucible, creator)
         for person in people:
-            # A cheat is slashed every round: it stakes enough to keep submitting to the end.
-            stake = params.min_trainer_stake_wei + params.slash_wei * (options.round_count if person.adversary else 1)
+            # A cheat is slashed every round: it stakes enough to keep submitting to the end. With pipelining a
+            # trainer has up to max_staleness + 1 submissions locked at once.
+            locks = options.max_staleness + 1
+            stake = params.min_trainer_stake_wei * locks + params.slash_wei * (
+                options.round_count if person.adversary else 1
+            )
             if person.role == "validator":
                 stake = 2 * params.min_validator_stake_wei
             crucible.transfer(creator, person.signer.address, stake)
@@ -191,8 +196,7 @@ class Demo:
             threads = max(1, cores // options.trainers) if person.role == "trainer" else cores
             children.start(person.name, role_args, key=person.key, threads=threads)
         trainers = [p for p in people if p.role == "trainer"]
-        for round_index in range(options.round_count):
-            self._round(crucible, task_id, round_index, trainers, per_check, children)
+        self._play(crucible, task_id, trainers, per_check, children)
         self._wait("every process to settle, claim and exit", lambda: all(
             process.poll() is not None for _, process in children.processes), children)  # fmt: skip
         refund = crucible.refund(creator, task_id) if crucible.task(task_id).pool else 0
@@ -218,44 +222,89 @@ class Demo:
         label = f"{name} ({adversary})" if adversary else name
         return Participant(label, role, signer, key, adversary)
 
-    def _round(
-        self,
-        crucible: Crucible,
-        task_id: int,
-        round_index: int,
-        trainers: list[Participant],
-        per_check: int,
-        children: Children,
-    ) -> None:
-        total = 4
-        label = f"round {round_index} of 0-{self.options.round_count - 1}"
-        self.stage(f"{label}: trainers working", 0, total)
-        ids = [submission_id(task_id, round_index, p.signer.address) for p in trainers]
-        self._wait(f"{len(trainers)} submissions in round {round_index}",
-                   lambda: len(crucible.submissions(task_id, round_index)) == len(trainers), children)  # fmt: skip
-        deadlines = crucible.deadlines(task_id, round_index)
-        devnet.warp_to(crucible.chain, deadlines.submit)
-        self.stage(f"{label}: validators checking", 1, total)
-        checks = len(ids) * per_check
+    def _play(self, crucible: Crucible, task_id: int, trainers: list[Participant], per_check: int,
+              children: Children) -> None:  # fmt: skip
+        """Plays the devnet's clock: moves it to the nearest deadline of the live rounds once the work due
+        before it is done (every trainer submitted or skipped, every check attested, the next checkpoint
+        agreed), until the task ends. With pipelining, a round that can open ahead is waited for first:
+        its trainers then work while the round before it is validated."""
+        rounds = self.options.round_count
+        last = rounds - 1
+        while not (task := crucible.task(task_id)).ended:
+            now = crucible.chain.now()
+            following = task.open_round + 1
+            if (task.max_staleness and following < rounds and following - task.current_round <= task.max_staleness
+                    and now >= crucible.deadlines(task_id, task.open_round).submit):  # fmt: skip
+                opened = partial(_opened, crucible, task_id, following)
+                self._wait(f"round {following} opened ahead", opened, children, tick=crucible)
+                continue
+            # (deadline, whether it closes a submission window, what, the work due before it)
+            due: list[tuple[int, bool, str, Callable[[], bool]]] = []
+            for r in crucible.live_rounds(task):
+                deadlines = crucible.deadlines(task_id, r)
+                if now < deadlines.submit:
+                    submitted = self._submitted(crucible, task_id, r, trainers, children)
+                    due.append((deadlines.submit, True, f"round {r} of 0-{last}: trainers working", submitted))
+                elif now < deadlines.validate:
+                    due.append((deadlines.validate, False, f"round {r} of 0-{last}: validators checking",
+                                self._checked(crucible, task_id, r, trainers, per_check)))  # fmt: skip
+                elif r == task.current_round:
+                    final_from = max(crucible.final_from(task_id, r), now)
+                    due.append((final_from, False, f"round {r} of 0-{last}: agreeing the next checkpoint",
+                                self._agreed(crucible, task_id, r)))  # fmt: skip
+            if not due:  # a later round's windows have passed while an earlier one is not final: its turn next
+                time.sleep(0.5)
+                continue
+            deadline = min(at for at, _, _, _ in due)
+            # The work due at the nearest deadline, and every open round's submissions: a submission window
+            # a few seconds after that deadline would otherwise close in real time while its trainers work.
+            for at, submissions, what, condition in due:
+                if at == deadline or submissions:
+                    self.stage(what, task.current_round, rounds)
+                    self._wait(what, condition, children, tick=crucible)
+            devnet.warp_to(crucible.chain, max(deadline, crucible.chain.now()))
+            current = task.current_round
+            if any(at == deadline and "agreeing" in what for at, _, what, _ in due):
+                self.stage(f"round {current} of 0-{last}: finalising", current, rounds)
+                final = partial(_final, crucible, task_id, current)
+                self._wait(f"round {current} final", final, children, tick=crucible)
+        self.stage("every round final", rounds, rounds)
 
-        def attested() -> int:
-            # Positions voted: a validator holding several of a check's positions votes them at once.
-            return sum(crucible.submission(s).voted_mask.bit_count() for s in ids)
+    @staticmethod
+    def _submitted(crucible: Crucible, task_id: int, round_index: int, trainers: list[Participant],
+                   children: Children) -> Callable[[], bool]:  # fmt: skip
+        """Whether every trainer submitted to the round or said it skips it (a refused base, a full stake)."""
 
-        self._wait(f"{checks} checks in round {round_index}", lambda: attested() >= checks, children)
-        devnet.warp_to(crucible.chain, deadlines.validate)
-        self.stage(f"{label}: agreeing the next checkpoint", 2, total)
+        def done() -> bool:
+            sent = {str(e["trainer"]) for e in crucible.submissions(task_id, round_index)}
+            return all(
+                p.signer.address in sent
+                or any(e.get("event") == "skipped" and e.get("round") == round_index for e in children.events(p.name))
+                for p in trainers
+            )
 
-        def agreed() -> bool:
+        return done
+
+    @staticmethod
+    def _checked(crucible: Crucible, task_id: int, round_index: int, trainers: list[Participant],
+                 per_check: int) -> Callable[[], bool]:  # fmt: skip
+        """Whether every position of every check of the round was voted (a validator holding several of a
+        check's positions votes them at once)."""
+
+        def done() -> bool:
+            ids = [int(e["submissionId"]) for e in crucible.submissions(task_id, round_index)]
+            return sum(crucible.submission(s).voted_mask.bit_count() for s in ids) >= len(ids) * per_check
+
+        return done
+
+    @staticmethod
+    def _agreed(crucible: Crucible, task_id: int, round_index: int) -> Callable[[], bool]:
+        def done() -> bool:
             state = crucible.round(task_id, round_index)
-            return state.open_disputes == 0 and state.agreed_next != bytes(32)
+            # A round whose work was all rejected has nothing to aggregate: it keeps its checkpoint.
+            return state.open_disputes == 0 and (state.agreed_next != bytes(32) or state.included_units == 0)
 
-        self._wait(f"an agreed checkpoint for round {round_index}", agreed, children, tick=crucible)
-        devnet.warp_to(crucible.chain, max(deadlines.challenge, crucible.chain.now()))
-        self.stage(f"{label}: finalising", 3, total)
-        self._wait(f"round {round_index} final", lambda: crucible.round(task_id, round_index).finalised, children,
-                   tick=crucible)  # fmt: skip
-        self.stage(f"{label}: done", 4, total)
+        return done
 
     def _wait(self, what: str, condition: Callable[[], bool], children: Children, tick: Crucible | None = None) -> None:
         deadline = time.monotonic() + STEP_TIMEOUT_S
@@ -271,6 +320,14 @@ class Demo:
         raise CrucibleError(f"timed out after {STEP_TIMEOUT_S} s waiting for {what}")
 
     # ------------------------------------------------------------ the summary
+
+    def _busy_fraction(self, person: Participant) -> float | None:
+        """A trainer's compute time over its wall time, from the `finished` line of its log (None: not a
+        trainer, or it did not finish)."""
+        if person.role != "trainer":
+            return None
+        finished = [e for e in self.children.events(person.name) if e.get("event") == "finished"]
+        return float(finished[-1]["busy_fraction"]) if finished else None
 
     @staticmethod
     def _rollout_reward(audit: RoundAudit, store: LocalStore) -> float | None:
@@ -314,6 +371,7 @@ class Demo:
                     loaded.model, loaded.tokenizer, spec, count, mode == "greedy"
                 )
             rounds = []
+            names = {person.signer.address: person.name for person in people}
             for number, cid in enumerate(every):
                 greedy, sampled = evaluated.get((number, "greedy")), evaluated.get((number, "sampled"))
                 rounds.append({
@@ -321,6 +379,15 @@ class Demo:
                     "accuracy": None if greedy is None else _accuracy(greedy),
                     "sampled_accuracy": None if sampled is None else _accuracy(sampled),
                     "rollout_reward": rewards[number] if number < len(rewards) else None,
+                    "finalised_block": next((e.block for e in index.events("RoundFinalised", task=task_id,
+                                                                            round_index=number)), None),
+                    # Each update of the round: how many rounds old its base was, and whether it was included.
+                    "updates": [] if number >= len(audits) else [
+                        {"trainer": names.get(s.trainer, s.trainer), "base_round": s.base_round,
+                         "staleness": s.round_index - s.base_round, "included": not s.rejected,
+                         "block": s.block}
+                        for s in audits[number].submissions
+                    ],
                 })  # fmt: skip
             last_number = len(every) - 1
             gain: dict[str, Any] = {"problems": len(evaluated[0, "greedy"])}
@@ -338,17 +405,27 @@ class Demo:
                     "name": person.name, "role": person.role, "address": person.signer.address,
                     "adversary": person.adversary, "stake_before_wei": str(person.stake_before),
                     "stake_after_wei": str(staked), "rewards_wei": str(credited),
+                    "busy_fraction": self._busy_fraction(person),
                 })  # fmt: skip
         finally:
             index.close()
         return {
             "task_id": task_id,
+            "max_staleness": self.options.max_staleness,
             "rounds": rounds,
             "gain": gain,
             "accounts": accounts,
             "refunded_wei": str(refund),
             "money_check": books.as_json() | {"market": market, "balanced": books.balanced and market["balanced"]},
         }
+
+
+def _opened(crucible: Crucible, task_id: int, round_index: int) -> bool:
+    return crucible.task(task_id).open_round >= round_index
+
+
+def _final(crucible: Crucible, task_id: int, round_index: int) -> bool:
+    return crucible.round(task_id, round_index).finalised
 
 
 def _accuracy(rewards: tuple[float, ...]) -> float:

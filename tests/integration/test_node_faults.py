@@ -50,13 +50,15 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _task(crucible: Crucible, home: Path, model_folder: Path, creator: Signer, rounds: int = 2) -> int:
+def _task(
+    crucible: Crucible, home: Path, model_folder: Path, creator: Signer, rounds: int = 2, max_staleness: int = 0
+) -> int:
     published = cli(home, "model", "publish", str(model_folder), "--json")
     assert published.returncode == 0, published.stderr
     spec = default_spec("arithmetic")
     spec.training.prompts_per_round, spec.training.group_size = 2, 4
     env_cid = LocalStore(home / "store").put(spec.canonical_bytes())
-    params = demo_task_params(rounds=rounds, submit_window_s=600)
+    params = demo_task_params(rounds=rounds, submit_window_s=600, max_staleness=max_staleness)
     return crucible.create_task(creator, params, json.loads(published.stdout)["cid"], env_cid)
 
 
@@ -138,6 +140,46 @@ def test_a_late_round_is_skipped_and_a_killed_node_never_submits_twice(
             node.kill()
     assert crucible.submitted(task_id, 0, dev[2].address) is None
     assert len(crucible.submissions(task_id, 1)) == 1
+
+
+def test_a_pipelined_node_killed_mid_work_never_submits_twice_nor_loses_a_round(
+    tiny_model: Path, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
+) -> None:
+    """With pipelining the node opens round 1 ahead once round 0 stops taking work and builds on round 0's
+    checkpoint while round 0 is still open; killed mid-work and restarted (journal kept, then journal lost) it
+    submits round 1 once, on the base it started from, and never round 0 again. Broken version: drop the
+    chain check and the journal in TrainerNode._take_part → the second restart submits again and submitWork
+    reverts (MarketDuplicateSubmission)."""
+    task_id = _task(crucible, crucible_home, tiny_model, dev[0], rounds=3, max_staleness=1)
+    crucible.stake(dev[2], 1200 * TOKEN, Role.TRAINER)  # two submissions locked at once
+    book = tmp_path / "deployment.json"
+    args = ("--task", str(task_id), "--account", "dev2", "--rounds", "2")
+    first = NodeProcess(crucible_home, chain, book, *args)
+    try:
+        first.until("submitted", round=0)
+        devnet.warp_to(chain, crucible.deadlines(task_id, 0).submit)
+        first.until("round_opened_ahead", round=1)
+        assert first.until("round_opened", round=1)["base_round"] == 0
+    finally:
+        first.kill()
+    task = crucible.task(task_id)
+    assert (task.current_round, task.open_round) == (0, 1), "round 0 not final, round 1 open"
+    for attempt in range(2):
+        if attempt == 1:
+            for journal in (crucible_home / "node").glob("*.json"):
+                journal.unlink()
+        node = NodeProcess(crucible_home, chain, book, *args)
+        try:
+            if attempt == 0:
+                assert node.until("submitted", round=1)["base_round"] == 0
+            else:
+                time.sleep(3)
+                assert all(e["event"] != "submitted" for e in node.events)
+        finally:
+            node.kill()
+    assert [len(crucible.submissions(task_id, r)) for r in (0, 1)] == [1, 1]
+    (event,) = crucible.submissions(task_id, 1)
+    assert event["baseRound"] == 0 and crucible.submission(int(event["submissionId"])).base_round == 0
 
 
 def test_a_node_restarted_after_submitting_resumes_its_own_submission(
