@@ -234,6 +234,7 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
                     "rollout_cid": event["rolloutCid"],
                     "update_cid": event["updateCid"],
                     "work_units": sub.work_units,
+                    "base_round": sub.base_round,
                     "sampled": crucible.is_sampled(sid),
                     "assigned": crucible.assigned_validators(sid),
                     "votes": bin(sub.voted_mask).count("1"),

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,10 @@ class Children:
         self.home, self.rpc_url, self.book = home, rpc_url, book
         self.processes: list[tuple[str, subprocess.Popen[str]]] = []
 
-    def start(self, label: str, args: list[str], key: str | None = None, threads: int = 1) -> subprocess.Popen[str]:
+    def start(
+        self, label: str, args: list[str], key: str | None = None, threads: int = 1, core: int | None = None
+    ) -> subprocess.Popen[str]:
+        """Starts `crucible <args>` with its own log; `core` pins it to that CPU (None: any)."""
         env = {**os.environ, "CRUCIBLE_HOME": str(self.home), "OMP_NUM_THREADS": str(threads),
                # Large buffers (a model's tensors, a batch's logits) from mmap, given back when freed: glibc's
                # moving threshold otherwise keeps a trainer's freed peak, 1.5 GB of it with SmolLM2.
@@ -33,7 +37,8 @@ class Children:
             env["CRUCIBLE_PRIVATE_KEY"] = key
         log = (self.home / "logs" / f"{label}.log").open("w")
         command = [CRUCIBLE, "--rpc", self.rpc_url, "--deployment", str(self.book), *args]
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+        pin = None if core is None else partial(os.sched_setaffinity, 0, {core})
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=pin)
         self.processes.append((label, process))
         return process
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from node.adversary import ADVERSARIES
-from protocol.chain.params import MAX_STALENESS
+from protocol.chain.params import MAX_STALENESS, MIN_WINDOW_S
 from protocol.errors import ConfigError
 from protocol.ml.envs.spec import MAX_SAMPLES, EnvSpec, load_spec_file, spec_with_settings
 from protocol.ml.importing import PACKAGED
@@ -35,6 +35,12 @@ class DemoOptions:
     prompts: int | None = None  # prompts a trainer answers per round; None: by model
     minibatch: int | None = None  # sequences per optimizer step; None: the spec's default
     max_staleness: int = 0  # the task's staleness bound: 0 sequential rounds, 1 or 2 pipelined
+    # Real windows of this many seconds, the clock left alone (bench/pipelining.py); None: the demo ends each
+    # window by moving the devnet's clock once its work is done.
+    windows_s: int | None = None
+    # Each role process on a core of its own (one thread each), as if on machines of their own: roles then do
+    # not slow each other down when their work overlaps (bench/pipelining.py).
+    pin_cores: bool = False
 
     keep: bool = False
     port: int = 8600
@@ -82,6 +88,8 @@ class DemoOptions:
             raise ConfigError(f"--prompts must be 1 to 512, got {self.prompts}")
         if not 0 <= self.max_staleness <= MAX_STALENESS:
             raise ConfigError(f"--max-staleness must be 0 to {MAX_STALENESS}, got {self.max_staleness}")
+        if self.windows_s is not None and not MIN_WINDOW_S <= self.windows_s <= LONG_WINDOW_S:
+            raise ConfigError(f"windows must be {MIN_WINDOW_S} to {LONG_WINDOW_S} s, got {self.windows_s}")
         if self.minibatch is not None and not 0 <= self.minibatch <= MAX_SAMPLES:
             raise ConfigError(f"--minibatch must be 0 (all in one step) to {MAX_SAMPLES}, got {self.minibatch}")
         self.spec()  # an unknown environment or a bad --set is named here, before anything starts
@@ -104,6 +112,8 @@ class DemoOptions:
             document = _merged(document, {"training": {"minibatch_size": self.minibatch}})
         return spec_with_settings(document, self.settings)
 
+
+LONG_WINDOW_S = 3600  # the demo's windows when it moves the clock itself: longer than any of its steps
 
 # What the model decides when an option is left out: the made-up model learns little per round from
 # many prompts; SmolLM2 with LoRA learns from few (bench/rl_curve.py, docs/benchmarks.md).

@@ -29,7 +29,7 @@ from auditor.audit import Auditor
 from auditor.index import EventIndex
 from auditor.money import market_balance_check, money_check
 from demo.children import Children
-from demo.options import DemoOptions
+from demo.options import LONG_WINDOW_S, DemoOptions
 from protocol.accounts import Signer, load_signer
 from protocol.artifacts.manifest import load_manifest
 from protocol.artifacts.store import LocalStore
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from auditor.report import RoundAudit
 
 TOKEN = 10**18
-LONG_S = 3600  # windows the demo ends by moving the devnet's clock, never by waiting
 STEP_TIMEOUT_S = 600
 
 
@@ -151,13 +150,14 @@ class Demo:
         # one with a real model, whose checks (a prefill and an update replay of a 135M model) bound the
         # round on 2 cores. A lying validator is still answered by a dispute.
         per_check = min(2 if options.made_up else 1, options.validators)
+        windows = options.windows_s or LONG_WINDOW_S
         params = demo_task_params(
             rounds=options.round_count,
             sample_rate_ppm=PPM,
             validators_per_check=per_check,
-            submit_window_s=LONG_S,
-            validate_window_s=LONG_S,
-            challenge_window_s=LONG_S,
+            submit_window_s=windows,
+            validate_window_s=windows,
+            challenge_window_s=windows,
             max_staleness=options.max_staleness,
         )
         task_id = crucible.create_task(creator, params, model_cid, env_cid)
@@ -194,9 +194,19 @@ class Demo:
             if person.adversary:
                 role_args += ["--adversary", person.adversary]
             threads = max(1, cores // options.trainers) if person.role == "trainer" else cores
-            children.start(person.name, role_args, key=person.key, threads=threads)
+            core = None
+            if options.pin_cores:
+                threads, core = 1, people.index(person) % cores
+            children.start(person.name, role_args, key=person.key, threads=threads, core=core)
         trainers = [p for p in people if p.role == "trainer"]
-        self._play(crucible, task_id, trainers, per_check, children)
+        if options.windows_s is None:
+            self._play(crucible, task_id, trainers, per_check, children)
+        else:  # real windows: the roles move the rounds on themselves, as on a public chain
+            for round_index in range(options.round_count):
+                self.stage(f"round {round_index} of 0-{options.round_count - 1} (real windows)", round_index,
+                           options.round_count)  # fmt: skip
+                final = partial(_final, crucible, task_id, round_index)
+                self._wait(f"round {round_index} final", final, children, timeout_s=8 * options.windows_s + 600)
         self._wait("every process to settle, claim and exit", lambda: all(
             process.poll() is not None for _, process in children.processes), children)  # fmt: skip
         refund = crucible.refund(creator, task_id) if crucible.task(task_id).pool else 0
@@ -306,8 +316,15 @@ class Demo:
 
         return done
 
-    def _wait(self, what: str, condition: Callable[[], bool], children: Children, tick: Crucible | None = None) -> None:
-        deadline = time.monotonic() + STEP_TIMEOUT_S
+    def _wait(
+        self,
+        what: str,
+        condition: Callable[[], bool],
+        children: Children,
+        tick: Crucible | None = None,
+        timeout_s: float = STEP_TIMEOUT_S,
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if condition():
                 return
@@ -317,9 +334,14 @@ class Demo:
             if tick is not None:  # a dispute's committee needs the next block: one now, not in a second
                 tick.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
             time.sleep(0.5)
-        raise CrucibleError(f"timed out after {STEP_TIMEOUT_S} s waiting for {what}")
+        raise CrucibleError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
     # ------------------------------------------------------------ the summary
+
+    @staticmethod
+    def _time_of(crucible: Crucible, block: int) -> int:
+        """A block's timestamp (the chain's clock: the wall clock where the demo does not move it)."""
+        return int(crucible.chain.w3.eth.get_block(block)["timestamp"])
 
     def _busy_fraction(self, person: Participant) -> float | None:
         """A trainer's compute time over its wall time, from the `finished` line of its log (None: not a
@@ -351,6 +373,7 @@ class Demo:
             index.sync()
             auditor = Auditor(crucible, index, store, rerun=False)
             env_cid = str(auditor.created(task_id).args["envCid"])
+            created_block = auditor.created(task_id).block
             audits = [auditor.round(task_id, r, rerun=False) for r in range(self.options.round_count)]
             checkpoints = [audit.checkpoint_cid for audit in audits]
             last = audits[-1].agreed_cid or crucible.checkpoint_cid(task_id, self.options.round_count - 1)
@@ -379,6 +402,10 @@ class Demo:
                     "accuracy": None if greedy is None else _accuracy(greedy),
                     "sampled_accuracy": None if sampled is None else _accuracy(sampled),
                     "rollout_reward": rewards[number] if number < len(rewards) else None,
+                    "opened_at": next((self._time_of(crucible, e.block) for e in index.events(
+                        "RoundOpened", task=task_id, round_index=number)), None),
+                    "finalised_at": next((self._time_of(crucible, e.block) for e in index.events(
+                        "RoundFinalised", task=task_id, round_index=number)), None),
                     "finalised_block": next((e.block for e in index.events("RoundFinalised", task=task_id,
                                                                             round_index=number)), None),
                     # Each update of the round: how many rounds old its base was, and whether it was included.
@@ -411,6 +438,7 @@ class Demo:
             index.close()
         return {
             "task_id": task_id,
+            "created_at": self._time_of(crucible, created_block),
             "max_staleness": self.options.max_staleness,
             "rounds": rounds,
             "gain": gain,

@@ -95,7 +95,7 @@ MUTANTS = [
     # Validators answer for their votes (issue 17): leaving with a vote unsettled, voting once benched.
     (
         "leave-with-pending-votes",
-        MARKET,
+        "contracts/src/libraries/Seats.sol",
         "if (seat.pendingVotes != 0) revert",
         "if (false) revert",
         "test_RevertWhen_LeavingBeforeTheVoteIsSettled",

@@ -61,23 +61,24 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Params.check(params);
         taskId = ++_taskCount;
         Task storage task = _tasks[taskId];
+        // Slot by slot: the optimizer then writes each packed slot once.
         task.creator = msg.sender;
         task.rounds = params.rounds;
         task.validatorsPerCheck = params.validatorsPerCheck;
         task.sampleRatePpm = uint24(params.sampleRatePpm);
         task.validatorFeeBps = params.validatorFeeBps;
         task.finderShareBps = params.finderShareBps;
-        task.bounty = params.bounty;
+        task.minTrainerStake = params.minTrainerStake;
         task.maxWorkUnits = params.maxWorkUnits;
-        task.slashAmount = params.slashAmount;
         task.submitWindow = params.submitWindow;
         task.validateWindow = params.validateWindow;
-        task.minTrainerStake = params.minTrainerStake;
-        task.minValidatorStake = params.minValidatorStake;
         task.challengeWindow = params.challengeWindow;
-        task.disputeBond = params.disputeBond;
-        task.validatorSlash = params.validatorSlash;
         task.maxStaleness = params.maxStaleness;
+        task.bounty = params.bounty;
+        task.slashAmount = params.slashAmount;
+        task.validatorSlash = params.validatorSlash;
+        task.minValidatorStake = params.minValidatorStake;
+        task.disputeBond = params.disputeBond;
         emit TaskCreated(taskId, msg.sender, params, modelCid, envCid);
         _openRound(taskId, 0, keccak256(bytes(modelCid)));
         Pull.fromSender(token, params.bounty);
@@ -102,17 +103,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
 
     /// @inheritdoc ITaskMarket
     function leaveTask(uint256 taskId) external {
-        _existingTask(taskId);
-        if (!_tasks[taskId].ended) revert MarketTaskNotEnded(taskId);
-        Seat storage seat = _seats[taskId][msg.sender];
-        if (seat.slot == 0) revert MarketNotJoined(taskId, msg.sender);
-        // A vote not settled yet is still answerable: the stake stays until it is.
-        if (seat.pendingVotes != 0) revert MarketVotesUnsettled(taskId, msg.sender, seat.pendingVotes);
-        uint256 stake = seat.stake;
-        // Its range stays where it was (no one else's positions move), holding nothing from now on.
-        seat.slot = 0;
-        seat.stake = 0;
-        emit ValidatorLeft(taskId, msg.sender);
+        uint256 stake = Seats.leave(_existingTask(taskId), _seats[taskId][msg.sender], taskId);
         stakeManager.unlock(msg.sender, stake);
     }
 
@@ -140,7 +131,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         bytes32 proofsDigest
     ) external returns (uint256 submissionId) {
         Task storage task = _existingTask(taskId);
-        Params.checkSubmission(task, taskId, round, baseRound, workUnits);
+        _checkSubmission(task, taskId, round, baseRound, workUnits);
         Round storage rd = _rounds[taskId][round];
         (uint256 submitDeadline,,) = _deadlines(task, rd);
         _within(rd.openedAt, submitDeadline);
@@ -154,6 +145,25 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         rd.includedUnits += workUnits;
         _emitWorkSubmitted(taskId, round, baseRound, submissionId, rolloutCid, updateCid, workUnits, proofsDigest);
         stakeManager.lock(msg.sender, IStakeManager.Role.Trainer, task.minTrainerStake);
+    }
+
+    /// @dev Reverts unless the task takes work in `round` (open, and not ended), `baseRound` is an agreed
+    ///      round at most `maxStaleness` before it, and `workUnits` is in 1..maxWorkUnits. (In the market, not
+    ///      in `Params`: a delegate call would take `submitWork` over its gas bound.)
+    function _checkSubmission(Task storage task, uint256 taskId, uint256 round, uint256 baseRound, uint256 workUnits)
+        private
+        view
+    {
+        if (task.ended) revert MarketTaskEnded(taskId);
+        uint256 current = task.currentRound;
+        if (round < current || round > task.openRound) revert MarketWrongRound(taskId, round, current);
+        // The base is agreed (its checkpoint is fixed), not after the round, and within the staleness bound.
+        if (baseRound > current || baseRound > round || round - baseRound > task.maxStaleness) {
+            revert MarketBaseOutOfBound(taskId, round, baseRound, current, task.maxStaleness);
+        }
+        if (workUnits == 0 || workUnits > task.maxWorkUnits) {
+            revert MarketWorkUnitsOutOfRange(workUnits, task.maxWorkUnits);
+        }
     }
 
     /// @dev Split out of {submitWork} to keep its stack shallow.
@@ -681,10 +691,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Round storage rd = _rounds[taskId][round];
         rd.workSeed = keccak256(abi.encode(block.prevrandao, blockhash(block.number - 1), taskId, round, "work"));
         rd.openedAt = uint40(block.timestamp);
-        if (checkpoint != 0) {
-            rd.checkpoint = checkpoint;
-            rd.checkpointAt = uint40(block.timestamp);
-        }
+        // Zero for a round opened ahead: fixed when the round before it is final.
+        rd.checkpoint = checkpoint;
         emit RoundOpened(taskId, round, checkpoint, rd.workSeed, rd.openedAt);
     }
 

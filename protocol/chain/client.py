@@ -100,13 +100,13 @@ class RoundState:
     checkpoint_epoch: int
     finalised: bool
     unverified: bool  # finalised with too few validators to check it: nothing paid, nothing slashed
-    checkpoint_at: int  # when `checkpoint` was fixed (0: not yet, for a round opened ahead of finality)
     included_units: int
     attest_count: int
     checks_remaining: int
     units_remaining: int
     seed_block: int  # the block whose hash will be the check seed (0: not requested yet)
     seat_stake: int  # the seat stake the round's draws share out (snapshot with validator_count)
+    checkpoint_at: int  # for a round opened ahead: when its checkpoint was fixed (0: opened on it, or not yet)
     trainer_budget_remaining: int
     fee_remaining: int
     checkpoint: bytes

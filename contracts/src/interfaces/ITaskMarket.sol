@@ -91,9 +91,6 @@ interface ITaskMarket {
         uint16 checkpointEpoch;
         bool finalised;
         bool unverified; // finalised with too few validators to check it: nothing paid, nothing slashed
-        // When `checkpoint` was fixed: at the opening, or, for a round opened ahead, when the round before
-        // it was finalised. Aggregators get a whole challenge window after it before the round can be final.
-        uint40 checkpointAt;
         uint96 includedUnits;
         uint32 attestCount;
         uint32 checksRemaining;
@@ -101,6 +98,10 @@ interface ITaskMarket {
         // Written together when the seed is requested.
         uint64 seedBlock; // the block whose hash is the check seed, fixed in advance (0: not requested)
         uint96 seatStake; // the seat stake the round's draws share out (snapshot with `validatorCount`)
+        // For a round opened ahead, when its checkpoint was fixed (the round before it was final); zero for a
+        // round opened on its checkpoint. Aggregators get a whole challenge window after it before the round
+        // can be final. Kept out of the slot `submitWork` writes, and written only for rounds opened ahead.
+        uint40 checkpointAt;
         uint128 trainerBudgetRemaining;
         uint128 feeRemaining;
         /// The keccak256 of the CID of the checkpoint the round aggregates onto (zero while the round

@@ -87,28 +87,6 @@ library Params {
         }
     }
 
-    /// @dev Reverts unless the task takes work in `round` (open, and not ended), `baseRound` is an agreed
-    ///      round at most `maxStaleness` before it, and `workUnits` is in 1..maxWorkUnits. External, run in
-    ///      the market's storage, to keep the market's bytecode under the limit.
-    function checkSubmission(
-        ITaskMarket.Task storage task,
-        uint256 taskId,
-        uint256 round,
-        uint256 baseRound,
-        uint256 workUnits
-    ) external view {
-        if (task.ended) revert ITaskMarket.MarketTaskEnded(taskId);
-        uint256 current = task.currentRound;
-        if (round < current || round > task.openRound) revert ITaskMarket.MarketWrongRound(taskId, round, current);
-        // The base is agreed (its checkpoint is fixed), not after the round, and within the staleness bound.
-        if (baseRound > current || baseRound > round || round - baseRound > task.maxStaleness) {
-            revert ITaskMarket.MarketBaseOutOfBound(taskId, round, baseRound, current, task.maxStaleness);
-        }
-        if (workUnits == 0 || workUnits > task.maxWorkUnits) {
-            revert ITaskMarket.MarketWorkUnitsOutOfRange(workUnits, task.maxWorkUnits);
-        }
-    }
-
     /// @dev The round {ITaskMarket-openNextRound} opens; reverts when the task ended, has no round left,
     ///      or that round would be more than `maxStaleness` after the current one.
     function checkOpenAhead(ITaskMarket.Task storage task, uint256 taskId) external view returns (uint256 next) {

@@ -10,6 +10,24 @@ import {Draws} from "./Draws.sol";
 ///         by delegate call and are linked at deployment), which keeps the market under the 24 KiB
 ///         contract limit. Twin of `holders` and `committee_positions` in `protocol/chain/assignment.py`.
 library Seats {
+    /// @notice The caller leaves an ended task ({ITaskMarket-leaveTask}): refused before the end, when it did
+    ///         not join, or while a vote it cast is unsettled (the stake stays answerable until it is). Its
+    ///         range stays where it was (no one else's positions move), holding nothing from now on. Returns
+    ///         the stake to unlock. Here rather than in the market to keep it under the 24 KiB limit.
+    function leave(ITaskMarket.Task storage task, ITaskMarket.Seat storage seat, uint256 taskId)
+        external
+        returns (uint256 stake)
+    {
+        if (!task.ended) revert ITaskMarket.MarketTaskNotEnded(taskId);
+        if (seat.slot == 0) revert ITaskMarket.MarketNotJoined(taskId, msg.sender);
+        // A vote not settled yet is still answerable: the stake stays until it is.
+        if (seat.pendingVotes != 0) revert ITaskMarket.MarketVotesUnsettled(taskId, msg.sender, seat.pendingVotes);
+        stake = seat.stake;
+        seat.slot = 0;
+        seat.stake = 0;
+        emit ITaskMarket.ValidatorLeft(taskId, msg.sender);
+    }
+
     /// @dev What a dispute committee's draw depends on.
     struct CommitteeDraw {
         bytes32 checkSeed;
