@@ -233,3 +233,26 @@ def test_hostile_proofs_and_token_ids_fail_checks_instead_of_killing_the_validat
     outside.samples[1].completion_ids[0] = 10_000
     verdict = check(RoundWork(outside, work.update), tiny, spec, context, claim_of(RoundWork(outside, {}), context))
     assert verdict.failed_check == "rewards" and "outside the vocabulary" in verdict.results[-1].failures[0]["reason"]
+
+
+def test_stale_work_passes_on_its_base_and_fails_on_another(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
+    """Pipelined rounds: round 1's work built on round 0's checkpoint (its base) passes every check when the
+    claim names that base, and fails the format check when its commitment is read under another base or
+    the claim names another checkpoint: the commitment binds the base round, the file names the checkpoint.
+    Broken version: leave `base_round` out of `RoundContext.commitment` → the second claim passes format."""
+    stale = dataclasses.replace(context, round_index=1, base_round=0)
+    work = produce_work(tiny, spec, stale)
+    verdict = check(work, tiny, spec, stale)
+    assert verdict.valid, [r.as_json() for r in verdict.results if not r.passed]
+    # Its commitment (base 0) read as a submission on base 1: the commitment no longer matches.
+    other_base = dataclasses.replace(stale, base_round=1)
+    verdict = check(work, tiny, spec, other_base, dataclasses.replace(claim_of(work, stale), context=other_base))
+    assert verdict.failed_check == "format"
+    assert {f["field"] for f in verdict.results[-1].failures} == {"commitment"}
+    # Claimed against a checkpoint other than the one it was sampled from.
+    moved = dataclasses.replace(stale, checkpoint_cid=cid_of_bytes(b"round 1's checkpoint"))
+    verdict = check(work, tiny, spec, moved, claim_of(work, moved))
+    assert verdict.failed_check == "format"
+    assert "checkpoint_cid" in {f["field"] for f in verdict.results[-1].failures}
