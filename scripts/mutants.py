@@ -167,14 +167,14 @@ MUTANTS = [
     # does not bind the base.
     (
         "base-not-agreed",
-        PARAMS,
+        MARKET,
         "if (baseRound > current || baseRound > round ||",
         "if (baseRound > round ||",
         "test_RevertWhen_BaseNotAgreed",
     ),
     (
         "staleness-unbounded",
-        PARAMS,
+        MARKET,
         " || round - baseRound > task.maxStaleness) {",
         ") {",
         "test_RevertWhen_BaseTooOld",

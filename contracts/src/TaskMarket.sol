@@ -61,7 +61,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Params.check(params);
         taskId = ++_taskCount;
         Task storage task = _tasks[taskId];
-        // Slot by slot: the optimizer then writes each packed slot once.
+        // Grouped by the storage slot each field packs into.
         task.creator = msg.sender;
         task.rounds = params.rounds;
         task.validatorsPerCheck = params.validatorsPerCheck;
