@@ -29,6 +29,7 @@ from auditor.audit import Auditor
 from auditor.index import EventIndex
 from auditor.money import market_balance_check, money_check
 from demo.children import Children
+from demo.clock import Clock, round_final
 from demo.options import LONG_WINDOW_S, DemoOptions
 from protocol.accounts import Signer, load_signer
 from protocol.artifacts.manifest import load_manifest
@@ -198,14 +199,15 @@ class Demo:
             if options.pin_cores:
                 threads, core = 1, people.index(person) % cores
             children.start(person.name, role_args, key=person.key, threads=threads, core=core)
-        trainers = [p for p in people if p.role == "trainer"]
+        trainers = [(p.signer.address, p.name) for p in people if p.role == "trainer"]
         if options.windows_s is None:
-            self._play(crucible, task_id, trainers, per_check, children)
+            wait = partial(self._wait, children=children, tick=crucible)
+            Clock(crucible, task_id, options.round_count, trainers, per_check, children, self.stage, wait).play()
         else:  # real windows: the roles move the rounds on themselves, as on a public chain
             for round_index in range(options.round_count):
                 self.stage(f"round {round_index} of 0-{options.round_count - 1} (real windows)", round_index,
                            options.round_count)  # fmt: skip
-                final = partial(_final, crucible, task_id, round_index)
+                final = round_final(crucible, task_id, round_index)
                 self._wait(f"round {round_index} final", final, children, timeout_s=8 * options.windows_s + 600)
         self._wait("every process to settle, claim and exit", lambda: all(
             process.poll() is not None for _, process in children.processes), children)  # fmt: skip
@@ -231,90 +233,6 @@ class Demo:
         signer, key = devnet.funded_account(crucible, creator, f"crucible-demo-{name}", 5000 * TOKEN, name=name)
         label = f"{name} ({adversary})" if adversary else name
         return Participant(label, role, signer, key, adversary)
-
-    def _play(self, crucible: Crucible, task_id: int, trainers: list[Participant], per_check: int,
-              children: Children) -> None:  # fmt: skip
-        """Plays the devnet's clock: moves it to the nearest deadline of the live rounds once the work due
-        before it is done (every trainer submitted or skipped, every check attested, the next checkpoint
-        agreed), until the task ends. With pipelining, a round that can open ahead is waited for first:
-        its trainers then work while the round before it is validated."""
-        rounds = self.options.round_count
-        last = rounds - 1
-        while not (task := crucible.task(task_id)).ended:
-            now = crucible.chain.now()
-            following = task.open_round + 1
-            if (task.max_staleness and following < rounds and following - task.current_round <= task.max_staleness
-                    and now >= crucible.deadlines(task_id, task.open_round).submit):  # fmt: skip
-                opened = partial(_opened, crucible, task_id, following)
-                self._wait(f"round {following} opened ahead", opened, children, tick=crucible)
-                continue
-            # (deadline, whether it closes a submission window, what, the work due before it)
-            due: list[tuple[int, bool, str, Callable[[], bool]]] = []
-            for r in crucible.live_rounds(task):
-                deadlines = crucible.deadlines(task_id, r)
-                if now < deadlines.submit:
-                    submitted = self._submitted(crucible, task_id, r, trainers, children)
-                    due.append((deadlines.submit, True, f"round {r} of 0-{last}: trainers working", submitted))
-                elif now < deadlines.validate:
-                    due.append((deadlines.validate, False, f"round {r} of 0-{last}: validators checking",
-                                self._checked(crucible, task_id, r, trainers, per_check)))  # fmt: skip
-                elif r == task.current_round:
-                    final_from = max(crucible.final_from(task_id, r), now)
-                    due.append((final_from, False, f"round {r} of 0-{last}: agreeing the next checkpoint",
-                                self._agreed(crucible, task_id, r)))  # fmt: skip
-            if not due:  # a later round's windows have passed while an earlier one is not final: its turn next
-                time.sleep(0.5)
-                continue
-            deadline = min(at for at, _, _, _ in due)
-            # The work due at the nearest deadline, and every open round's submissions: a submission window
-            # a few seconds after that deadline would otherwise close in real time while its trainers work.
-            for at, submissions, what, condition in due:
-                if at == deadline or submissions:
-                    self.stage(what, task.current_round, rounds)
-                    self._wait(what, condition, children, tick=crucible)
-            devnet.warp_to(crucible.chain, max(deadline, crucible.chain.now()))
-            current = task.current_round
-            if any(at == deadline and "agreeing" in what for at, _, what, _ in due):
-                self.stage(f"round {current} of 0-{last}: finalising", current, rounds)
-                final = partial(_final, crucible, task_id, current)
-                self._wait(f"round {current} final", final, children, tick=crucible)
-        self.stage("every round final", rounds, rounds)
-
-    @staticmethod
-    def _submitted(crucible: Crucible, task_id: int, round_index: int, trainers: list[Participant],
-                   children: Children) -> Callable[[], bool]:  # fmt: skip
-        """Whether every trainer submitted to the round or said it skips it (a refused base, a full stake)."""
-
-        def done() -> bool:
-            sent = {str(e["trainer"]) for e in crucible.submissions(task_id, round_index)}
-            return all(
-                p.signer.address in sent
-                or any(e.get("event") == "skipped" and e.get("round") == round_index for e in children.events(p.name))
-                for p in trainers
-            )
-
-        return done
-
-    @staticmethod
-    def _checked(crucible: Crucible, task_id: int, round_index: int, trainers: list[Participant],
-                 per_check: int) -> Callable[[], bool]:  # fmt: skip
-        """Whether every position of every check of the round was voted (a validator holding several of a
-        check's positions votes them at once)."""
-
-        def done() -> bool:
-            ids = [int(e["submissionId"]) for e in crucible.submissions(task_id, round_index)]
-            return sum(crucible.submission(s).voted_mask.bit_count() for s in ids) >= len(ids) * per_check
-
-        return done
-
-    @staticmethod
-    def _agreed(crucible: Crucible, task_id: int, round_index: int) -> Callable[[], bool]:
-        def done() -> bool:
-            state = crucible.round(task_id, round_index)
-            # A round whose work was all rejected has nothing to aggregate: it keeps its checkpoint.
-            return state.open_disputes == 0 and (state.agreed_next != bytes(32) or state.included_units == 0)
-
-        return done
 
     def _wait(
         self,
@@ -446,14 +364,6 @@ class Demo:
             "refunded_wei": str(refund),
             "money_check": books.as_json() | {"market": market, "balanced": books.balanced and market["balanced"]},
         }
-
-
-def _opened(crucible: Crucible, task_id: int, round_index: int) -> bool:
-    return crucible.task(task_id).open_round >= round_index
-
-
-def _final(crucible: Crucible, task_id: int, round_index: int) -> bool:
-    return crucible.round(task_id, round_index).finalised
 
 
 def _accuracy(rewards: tuple[float, ...]) -> float:
