@@ -427,7 +427,7 @@ class Validator(Participant):
 
     def _aggregate(self, round_index: int, included: list[tuple[int, str]], spec: EnvSpec) -> str:
         # The round's own checkpoint, whatever bases its updates started from: the delayed outer step
-        # (docs/protocol.md, "Pipelined rounds").
+        # (docs/protocol.md, "Rounds that overlap").
         checkpoint_cid = self.crucible.checkpoint_cid(self.options.task_id, round_index)
         loaded = self.models.get(checkpoint_cid)
         # An own fault propagates (the pass is retried); an update nobody serves sound is left out (and
