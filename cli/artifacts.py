@@ -137,6 +137,11 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
     store_dir: Path = typer.Option(None, "--store", help="Store folder (default: the state folder's relay-PORT)."),
     follow: list[str] = typer.Option([], "--follow", help="A relay to mirror (repeatable)."),
+    peers: list[str] = typer.Option(
+        [], "--peer", help="A relay to take shards from before the one followed (repeatable)."
+    ),
+    fan_in: int = typer.Option(1, "--fan-in", min=1, max=16, help="Shards this relay fetches at once."),
+    max_serving: int = typer.Option(32, "--max-serving", min=1, help="Responses served at once (more: 503)."),
     max_upload_mb: float = typer.Option(256, "--max-upload-mb", help="Largest upload accepted, in MiB."),
     uploads_per_minute: int = typer.Option(120, "--uploads-per-minute", help="Uploads a minute per address."),
     rate_limit_mbps: float = typer.Option(0, "--rate-limit-mbps", help="Cap on bytes sent, MB/s (0: none)."),
@@ -148,6 +153,9 @@ def serve(
     from protocol.artifacts.relay import RelaySettings, create_app
     from protocol.chain.client import stake_check as chain_stake_check
 
+    for url in [*follow, *peers]:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{url!r} is not a relay URL (http:// or https://)")
     stake_check = None
     if require_stake:
         cli = context(ctx)
@@ -160,6 +168,9 @@ def serve(
         uploads_per_minute=uploads_per_minute,
         serve_bytes_per_s=int(rate_limit_mbps * 1_000_000),
         follow=list(follow),
+        peers=list(peers),
+        fan_in=fan_in,
+        max_serving=max_serving,
         stake_check=stake_check,
     )
     stderr.print(f"relay on http://{host}:{port}, store {settings.store_dir}")

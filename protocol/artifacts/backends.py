@@ -22,6 +22,10 @@ def default_store() -> LocalStore:
 def relay_urls(text: str) -> list[str] | None:
     """Relay URLs of a comma-separated list, or None when `text` names a local store folder."""
     parts = [part.strip() for part in text.split(",") if part.strip()]
+    for part in parts:
+        scheme, separator, _ = part.partition("://")
+        if separator and scheme not in ("http", "https"):
+            raise ConfigError(f"{part!r} is not a relay URL: relays are http:// or https://")
     if parts and all(part.startswith(("http://", "https://")) for part in parts):
         return parts
     if any(part.startswith(("http://", "https://")) for part in parts) or len(parts) != 1:

@@ -8,6 +8,10 @@
   when the bytes do not hash to the CID. Nothing is stored unless every check passed.
 - `GET /announcements?after=N`: the manifests it holds, in the order it got them; followers poll
   it and mirror each manifest and its shards (verified), then announce them too.
+- Peers: a follower takes each shard from the relays it knows as peers first (verified against its
+  CID like any fetch) and from its origin only when no peer has it, so that the origin's uplink is
+  not the bound of every fan-out. Fan-in (shards fetched at once) and fan-out (responses served at
+  once; beyond it a 503 that clients take as "busy, ask another") are bounded per relay.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ class RelaySettings:
     serve_bytes_per_s: int = 0  # 0: no cap
     follow: list[str] = field(default_factory=list)
     follow_interval_s: float = 1.0
+    peers: list[str] = field(default_factory=list)
+    fan_in: int = 1
+    max_serving: int = 32
     stake_check: Callable[[str], bool] | None = None
 
 
@@ -129,6 +136,16 @@ class Relay:
         self.announced: list[str] = self.log_path.read_text().split() if self.log_path.exists() else []
         self.lock = threading.Lock()
         self.stop = threading.Event()
+        self.serving = 0
+        self.served_bytes = 0
+
+    def admit(self) -> bool:
+        """Takes a serving slot, unless all `max_serving` are taken."""
+        with self.lock:
+            if self.serving >= self.settings.max_serving:
+                return False
+            self.serving += 1
+            return True
 
     def announce(self, cid: str) -> None:
         """Adds a manifest to the announcements (once)."""
@@ -154,17 +171,27 @@ class Relay:
         for chunk in self.store.open_chunks(cid, start, end):
             self.throttle.wait(len(chunk))
             yield chunk
+            with self.lock:
+                self.served_bytes += len(chunk)
+
+    def release(self) -> None:
+        with self.lock:
+            self.serving -= 1
 
     def follow_forever(self, origin: str) -> None:
-        """Polls `origin` for announcements and mirrors every manifest with its shards."""
+        """Polls `origin` for announcements and mirrors every manifest with its shards, from the
+        peers first and from `origin` when no peer has a shard."""
         import httpx
 
         # Each relay mirrors shards in its own order (seeded by its store's path), so relays that
         # follow one origin hold different shards early and clients can spread over them.
         seed = int.from_bytes(hashlib.sha256(str(self.store.root.resolve()).encode()).digest()[:8], "big")
-        # One shard at a time: each completed shard can be served at once, instead of all landing
-        # together at the end.
-        fetcher = Fetcher([origin], self.store, parallel=1, show_progress=False, order_seed=seed)
+        # Few shards at a time (fan-in, 1 by default): each completed shard can be served at once,
+        # instead of all landing together at the end.
+        peers = [peer.rstrip("/") for peer in self.settings.peers if peer.rstrip("/") != origin]
+        fetcher = Fetcher(
+            peers, self.store, parallel=self.settings.fan_in, show_progress=False, order_seed=seed, last_resort=[origin]
+        )
         seen = 0
         while not self.stop.wait(self.settings.follow_interval_s):
             try:
@@ -180,6 +207,32 @@ class Relay:
                 except (ArtifactError, ConfigError):
                     break  # try again at the next poll, from the same place
                 seen += 1
+
+
+class _Slot:
+    """A response body that gives its relay's serving slot back once: at its end, or when it is
+    dropped unfinished (the client went away, even before the first byte)."""
+
+    def __init__(self, relay: Relay, body: Iterator[bytes]) -> None:
+        self.relay, self.body, self.held = relay, body, True
+
+    def __iter__(self) -> _Slot:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self.body)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.held:
+            self.held = False
+            self.relay.release()
+
+    def __del__(self) -> None:
+        self.close()
 
 
 def create_app(settings: RelaySettings) -> FastAPI:
@@ -199,7 +252,13 @@ def create_app(settings: RelaySettings) -> FastAPI:
 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:
-        return {"ok": True, "cids": len(relay.store.cids()), "manifests": len(relay.announced)}
+        return {
+            "ok": True,
+            "cids": len(relay.store.cids()),
+            "manifests": len(relay.announced),
+            "serving": relay.serving,
+            "served_bytes": relay.served_bytes,
+        }
 
     @app.api_route("/ipfs/{cid}", methods=["GET", "HEAD"])
     def serve(cid: str, request: Request) -> Response:
@@ -221,9 +280,10 @@ def create_app(settings: RelaySettings) -> FastAPI:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
         if request.method == "HEAD":
             return Response(status_code=status, headers=headers)
-        return StreamingResponse(
-            relay.chunks(cid, start, end), status_code=status, headers=headers, media_type="application/octet-stream"
-        )
+        if not relay.admit():
+            return Response(status_code=503, headers={"Retry-After": "1"}, content=b"busy: ask another relay")
+        body = _Slot(relay, relay.chunks(cid, start, end))
+        return StreamingResponse(body, status_code=status, headers=headers, media_type="application/octet-stream")
 
     @app.put("/ipfs/{cid}")
     async def upload(cid: str, request: Request) -> Response:

@@ -156,6 +156,58 @@ def test_follower_mirrors_manifests_and_shards(relays: Callable[..., RelayProces
     assert httpx.get(f"{second.url}/announcements").json()["manifests"] == [manifest_cid]
 
 
+def served(relay: RelayProcess) -> int:
+    return int(httpx.get(f"{relay.url}/healthz").json()["served_bytes"])
+
+
+def test_a_relay_takes_shards_from_its_peers_before_its_origin(
+    relays: Callable[..., RelayProcess], tmp_path: Path
+) -> None:
+    """A relay following an origin, with a peer that holds the checkpoint already, takes the shards
+    from the peer (the manifest too). One shard the peer holds damaged is refused
+    (verified against its CID) and taken from the origin. Broken on purpose (the follower's Fetcher
+    built with the origin as an ordinary relay instead of `last_resort`), the origin's bytes sent
+    grow by shards and the first assertion on them fails."""
+    origin, peer = relays("origin"), relays("peer")
+    local = LocalStore(tmp_path / "local")
+    generator = torch.Generator().manual_seed(2)
+    manifest_cid = save_state_dict({f"w{i}": torch.randn(200, 200, generator=generator) for i in range(4)}, local,
+                                   shard_bytes=200_000)  # fmt: skip
+    manifest_size = local.size_of(manifest_cid)
+    shards = sorted(cid for cid in local.cids() if cid != manifest_cid)
+    for cid in [*shards, manifest_cid]:
+        for relay in (origin, peer):
+            upload(relay.url, local.path_for(cid), load_signer("dev1"))
+    damaged = bytearray(local.get(shards[0]))
+    damaged[1000] ^= 0xFF
+    (peer.store / shards[0]).write_bytes(bytes(damaged))
+    before = served(origin)
+    follower = relays("follower", "--follow", origin.url, "--peer", peer.url)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and set(stored(follower)) != set(local.cids()):
+        time.sleep(0.2)
+    assert set(stored(follower)) == set(local.cids())
+    assert all(LocalStore(follower.store).get(cid) == local.get(cid) for cid in local.cids()), "all verified"
+    sent = served(origin) - before
+    assert sent == local.size_of(shards[0]), "the origin sent only the shard the peer held damaged"
+    assert served(peer) >= manifest_size + sum(local.size_of(cid) for cid in shards[1:])
+
+
+def test_a_relay_bounds_what_it_serves_at_once(relays: Callable[..., RelayProcess], tmp_path: Path) -> None:
+    """Fan-out: beyond --max-serving responses at once, a 503 that clients take as busy."""
+    relay = relays("bounded", "--max-serving", "1", "--rate-limit-mbps", "1")
+    path = random_file(tmp_path / "f", 3_000_000, seed=4)  # 1 MiB pieces: the second waits a second
+    cid = upload(relay.url, path, load_signer("dev1"))
+    with httpx.stream("GET", f"{relay.url}/ipfs/{cid}", timeout=30) as first:
+        assert first.status_code == 200
+        next(first.iter_bytes())
+        assert httpx.get(f"{relay.url}/ipfs/{cid}", timeout=30).status_code == 503
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and httpx.get(f"{relay.url}/healthz").json()["serving"]:
+        time.sleep(0.1)  # the abandoned response gives its slot back
+    assert httpx.get(f"{relay.url}/ipfs/{cid}", headers={"Range": "bytes=0-9"}, timeout=30).status_code == 206
+
+
 def test_relay_store_round_trip_of_a_checkpoint(relays: Callable[..., RelayProcess], tmp_path: Path) -> None:
     """A trainer saves a checkpoint through relays; a validator with an empty cache loads it back."""
     a, b = relays("a"), relays("b")
