@@ -219,7 +219,14 @@ class Auditor:
         claim = self.claim(submission)
         loaded = self.models.get(claim.context.checkpoint_cid)
         spec = self.spec(claim.context.env_cid)
-        return verify_submission(claim, spec, loaded, stored_artifacts(claim, self.store, self.device))
+        context = claim.context
+        artifacts = stored_artifacts(
+            claim,
+            self.store,
+            self.device,
+            lambda: self.crucible.previous_update(context.task_id, context.node, context.round_index),
+        )
+        return verify_submission(claim, spec, loaded, artifacts)
 
     @staticmethod
     def _judge(audit: SubmissionAudit) -> None:

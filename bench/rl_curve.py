@@ -5,11 +5,14 @@ several hyper-parameter settings side by side in one run, from the same warmed-u
 
 Run: .venv/bin/python -m bench.rl_curve [--size tiny] [--warmup-steps 600] [--rounds 6] [--nodes 3]
      [--setting lr=3e-4,mb=32 --setting neg=1,mb=0,inner=4,prompts=8 ...] [--labels] [--json]
+     [--setting enc=topk,keep=2,chunk=64,bits=2]  (compressed updates with error feedback per trainer)
      [--model smollm2|FOLDER] [--env reasoning-gym/chain_sum --set answer=last_number --set eval_size=500 ...]
 
 With --model the warm-up is skipped (a real model starts as it is); --set changes the spec as
 `crucible env spec --set` does. The last line gives the paired held-out gain (first → last checkpoint)
-with its 95 % interval, greedy and sampled.
+with its 95 % interval, greedy and sampled. Each setting reports the bytes of one trainer's update
+per round (float32, or its encoding); with several settings, each one's last checkpoint is compared,
+paired on the same held-out problems, with the first setting's.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from node.work import produce_work
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.manifest import own_tensors
 from protocol.ml.aggregation import aggregate
+from protocol.ml.compression import compress, stored_bytes
 from protocol.ml.envs.spec import spec_with_settings
 from protocol.ml.evaluation import evaluate, paired_gain
 from protocol.ml.importing import model_folder
@@ -44,14 +48,21 @@ KEYS = {
 }
 
 
-def parse_setting(text: str) -> dict[str, float]:
-    """`lr=1e-3,inner=4` → {"learning_rate": 0.001, "inner_steps": 4}."""
-    setting: dict[str, float] = {}
+# The update's encoding (training.encoding): enc=topk|dense, and its keep, chunk and bits.
+ENCODING_KEYS = ("enc", "keep", "chunk", "bits")
+
+
+def parse_setting(text: str) -> dict[str, Any]:
+    """`lr=1e-3,inner=4,enc=topk` → {"learning_rate": 0.001, "inner_steps": 4, "encoding.kind": "topk"}."""
+    setting: dict[str, Any] = {}
     for part in filter(None, text.split(",")):
         key, _, value = part.partition("=")
-        if key not in KEYS:
-            raise SystemExit(f"unknown setting {key!r}: one of {', '.join(KEYS)}")
-        setting[KEYS[key]] = float(value)
+        if key in ENCODING_KEYS:
+            setting["encoding." + ("kind" if key == "enc" else key)] = value if key == "enc" else int(value)
+        elif key in KEYS:
+            setting[KEYS[key]] = float(value)
+        else:
+            raise SystemExit(f"unknown setting {key!r}: one of {', '.join((*KEYS, *ENCODING_KEYS))}")
     return setting
 
 
@@ -85,6 +96,8 @@ def curve(
 
     loaded = LoadedModel(copy.deepcopy(base.model), base.tokenizer, None)
     points = []
+    residuals: dict[int, Any] = {}  # each trainer's error-feedback residual (topk)
+    encoding = spec.training.encoding
     for round_index in range(rounds + 1):
         if ends_only and 0 < round_index < rounds:  # the rollouts' reward still shows the curve
             points.append({})
@@ -112,7 +125,12 @@ def curve(
                 continue
             work = produce_work(loaded, spec, context)
             rewards += [sample.reward for sample in work.rollouts.samples]
-            updates.append((node, work.update))
+            update = work.update
+            if encoding.kind == "topk":
+                update, residuals[node] = compress(work.update, residuals.get(node), encoding)
+            updates.append((node, update))
+            points[-1]["update_bytes"] = stored_bytes(update)
+            points[-1]["dense_bytes"] = stored_bytes(work.update)
             points[-1].setdefault("work_s", []).append(round(work.generate_s + work.prove_s + work.train_s, 1))
         # The policy's mean reward on its own rollouts: thousands of completions, RL's objective.
         points[-1]["rollout_reward"] = sum(rewards) / len(rewards) if rewards else None
@@ -160,8 +178,9 @@ def main() -> None:
         setting = parse_setting(text)
         run_spec = spec.model_copy(deep=True)
         for key, value in setting.items():
-            default = getattr(run_spec.training, key)
-            setattr(run_spec.training, key, type(default)(value))
+            owner = run_spec.training.encoding if key.startswith("encoding.") else run_spec.training
+            name = key.removeprefix("encoding.")
+            setattr(owner, name, value if isinstance(value, str) else type(getattr(owner, name))(value))
         started = time.perf_counter()
         label = (text or "defaults") + (" (labels)" if labels else "")
         points = curve(
@@ -201,6 +220,16 @@ def main() -> None:
                 gain = paired_gain(first[f"{kind}_rewards"], last[f"{kind}_rewards"])
                 verdict = "a gain" if gain.real else "no gain"
                 print(f"  {kind} held-out reward {gain.mean:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] ({verdict})")
+            sizes = [(p["update_bytes"], p["dense_bytes"]) for p in result["points"] if "update_bytes" in p]
+            if sizes:
+                sent, dense = sizes[-1]
+                print(f"  one trainer's update: {sent:,} bytes a round, {100 * sent / dense:.2f} % of float32")
+            reference = results[0]["points"][-1]
+            if result is not results[0] and reference.get("greedy_rewards") and last.get("greedy_rewards"):
+                for kind in ("greedy", "sampled"):
+                    gap = paired_gain(reference[f"{kind}_rewards"], last[f"{kind}_rewards"])
+                    print(f"  last checkpoint against {results[0]['setting']}'s, {kind}: {gap.mean:+.3f} "
+                          f"[{gap.low:+.3f}, {gap.high:+.3f}]")  # fmt: skip
 
 
 def _shown(point: dict[str, Any]) -> dict[str, Any]:

@@ -16,11 +16,11 @@ from typing import Any
 from node.adversary import Adversary
 from node.work import Progress, RoundWork, produce_work
 from protocol.accounts import Signer
-from protocol.artifacts.manifest import save_state_dict
 from protocol.artifacts.store import LocalStore, Store
 from protocol.chain.client import Crucible, Role, TaskState
 from protocol.chain.ids import submission_id
 from protocol.errors import ContractRevert
+from protocol.ml.compression import carried_residual, load_residual, save_update
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.model import ModelCache
 from protocol.runtime.journal import Journal, RoundRecord
@@ -257,7 +257,7 @@ class TrainerNode(Participant):
                 Progress(generated=generated, trained=lambda step, loss: trained(1)),
                 self.options.adversary,
             )
-        prepared = self._publish(work, checkpoint_cid, base_round)
+        prepared = self._publish(work, checkpoint_cid, base_round, spec, round_index)
         self._last_work_s = time.perf_counter() - started
         self.summary.busy_s += self._last_work_s
         self.journal.record(round_index, prepared)
@@ -275,14 +275,23 @@ class TrainerNode(Participant):
         )
         return prepared
 
-    def _publish(self, work: RoundWork, checkpoint_cid: str, base_round: int) -> RoundRecord:
-        """Stores the rollout file and the update manifest (a withholding node computes CIDs only)."""
+    def _publish(
+        self, work: RoundWork, checkpoint_cid: str, base_round: int, spec: EnvSpec, round_index: int
+    ) -> RoundRecord:
+        """Stores the rollout file and the update manifest as the spec encodes it (a withholding node
+        computes CIDs only). A `topk` update starts from the residual the node's previous submission on
+        chain carried, as its validators will look it up."""
+        residual_base = None
+        if spec.training.encoding.kind == "topk":
+            previous = self.crucible.previous_update(self.options.task_id, self.address, round_index)
+            carried = carried_residual(previous, self.store)
+            residual_base = (carried, load_residual(carried, self.store)) if carried else None
 
         withhold = self.options.adversary is not None and not self.options.adversary.stores_artifacts
         with tempfile.TemporaryDirectory(prefix="crucible-withheld-") as scratch:
             target: Store = LocalStore(Path(scratch)) if withhold else self.store
             rollout_cid = target.put(work.rollouts.to_bytes())
-            update_cid = save_state_dict(work.update, target, "update", parent=checkpoint_cid)
+            update_cid = save_update(work.update, target, checkpoint_cid, spec.training.encoding, residual_base)
         digest = work.rollouts.proofs_digest().hex()
         return RoundRecord("prepared", rollout_cid, update_cid, work.rollouts.work_units, digest,
                            base_round=base_round)  # fmt: skip

@@ -328,7 +328,14 @@ class Validator(Participant):
 
     def _verify(self, claim: Claim, spec: EnvSpec) -> Verdict:
         loaded = self.models.get(claim.context.checkpoint_cid)
-        return verify_submission(claim, spec, loaded, stored_artifacts(claim, self.store, self.options.device))
+        context = claim.context
+        artifacts = stored_artifacts(
+            claim,
+            self.store,
+            self.options.device,
+            lambda: self.crucible.previous_update(context.task_id, context.node, context.round_index),
+        )
+        return verify_submission(claim, spec, loaded, artifacts)
 
     # ------------------------------------------------------------ disputes
 

@@ -53,15 +53,39 @@ class ShardEntry(BaseModel):
         return safe_cid(value)
 
 
+class UpdateEncoding(BaseModel):
+    """How an update manifest's tensors encode the update (absent: dense float32), and the trainer's
+    error-feedback residuals it commits to: the one it started from and the one it carries on."""
+
+    kind: Literal["topk"] = "topk"
+    chunk: int = Field(ge=2, le=256)
+    keep: int = Field(ge=1, le=256)
+    bits: Literal[1, 2, 4, 8]
+    residual: str = Field(description="CID of the residual manifest carried to the trainer's next submission.")
+    residual_base: str | None = Field(
+        description="CID of the residual of the trainer's previous submission in the task (null: its first)."
+    )
+
+    model_config = {"extra": "forbid"}
+
+    @field_validator("residual", "residual_base")
+    @classmethod
+    def _cids(cls, value: str | None) -> str | None:
+        return safe_cid(value) if value is not None else None
+
+
 class Manifest(BaseModel):
-    """A checkpoint or an update (a pseudo-gradient), schema-versioned."""
+    """A checkpoint, an update (a pseudo-gradient) or a trainer's error-feedback residual, schema-versioned."""
 
     schema_name: Literal["crucible.manifest"] = Field("crucible.manifest", alias="schema")
     schema_version: Literal[1] = 1
-    kind: Literal["checkpoint", "update"] = Field(description="A full checkpoint, or an update against `parent`.")
+    kind: Literal["checkpoint", "update", "residual"] = Field(
+        description="A full checkpoint, an update against `parent`, or a residual (error feedback)."
+    )
     parent: str | None = Field(None, description="CID of the parent checkpoint's manifest.")
     model_config_data: dict[str, Any] | None = Field(None, alias="model_config", description="The model's config.")
     shards: list[ShardEntry]
+    encoding: UpdateEncoding | None = Field(None, description="An update's encoding; absent when dense.")
 
     model_config = {"populate_by_name": True, "extra": "forbid"}
 
@@ -80,7 +104,10 @@ class Manifest(BaseModel):
 
     def canonical_bytes(self) -> bytes:
         """The bytes whose CID is the manifest's CID."""
-        return canonical_json(self.model_dump(by_alias=True, mode="json"))
+        # `encoding` appears only when set, so dense manifests keep the bytes (and CIDs) they always had.
+        return canonical_json(
+            self.model_dump(by_alias=True, mode="json", exclude=None if self.encoding else {"encoding"})
+        )
 
     def tensor_names(self) -> list[str]:
         """Every tensor name, in shard order."""
@@ -108,10 +135,11 @@ def _pack(names: list[str], tensors: dict[str, torch.Tensor], shard_bytes: int) 
 def save_state_dict(
     tensors: dict[str, torch.Tensor],
     store: Store,
-    kind: Literal["checkpoint", "update"] = "checkpoint",
+    kind: Literal["checkpoint", "update", "residual"] = "checkpoint",
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     model_config: dict[str, Any] | None = None,
     parent: str | None = None,
+    encoding: UpdateEncoding | None = None,
 ) -> str:
     """Stores a state dict as safetensors shards plus a manifest; returns the manifest's CID."""
     from safetensors.torch import save as save_safetensors
@@ -124,7 +152,9 @@ def save_state_dict(
         data = save_safetensors(part)
         entries = [TensorEntry(name=n, dtype=_dtype_name(part[n]), shape=list(part[n].shape)) for n in group]
         shards.append(ShardEntry(cid=store.put(data), size=len(data), tensors=entries))
-    manifest = Manifest(schema_name=SCHEMA, kind=kind, parent=parent, model_config_data=model_config, shards=shards)
+    manifest = Manifest(
+        schema_name=SCHEMA, kind=kind, parent=parent, model_config_data=model_config, shards=shards, encoding=encoding
+    )
     return store.put(manifest.canonical_bytes())
 
 

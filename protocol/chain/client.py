@@ -486,6 +486,14 @@ class Crucible:
             filters["round"] = round_index
         return self.events("TaskMarket", "WorkSubmitted", **filters)
 
+    def previous_update(self, task_id: int, trainer: str, round_index: int) -> str | None:
+        """The update CID of `trainer`'s submission in the task with the highest round below `round_index`
+        (None: it has none): the one whose residual its next `topk` update starts from."""
+        found = [e for e in self.events("TaskMarket", "WorkSubmitted", taskId=task_id, trainer=trainer)
+                 if int(e["round"]) < round_index]  # fmt: skip
+        latest = max(found, key=lambda e: (int(e["round"]), int(e["blockNumber"])), default=None)
+        return str(latest["updateCid"]) if latest is not None else None
+
 
 def stake_check(crucible: Crucible, min_stake_wei: int) -> Callable[[str], bool]:
     """A relay's upload check against StakeManager: staked plus unbonding at least `min_stake_wei`. A yes is

@@ -1,7 +1,7 @@
 """The outer step: the next checkpoint from the round's checkpoint and its included updates.
 
 DiLoCo with an SGD outer optimizer: next = C + lr * mean(Δ_i) (a LoRA update's Δ_i is its adapters'
-weight change), the mean taken in a canonical
+weight change, a topk update's its decoded values), the mean taken in a canonical
 order (by submission id) so every aggregator computes the same bytes up to float summation,
 which a fixed order removes on one device. No outer optimizer state is kept (momentum would live
 in the checkpoint manifest).
@@ -16,6 +16,7 @@ from protocol.artifacts.manifest import load_state_dict, own_tensors, save_state
 from protocol.artifacts.store import Store
 from protocol.errors import CrucibleError, OwnFault, VerificationError
 from protocol.ml.adapters import weight_deltas
+from protocol.ml.compression import decode
 from protocol.ml.envs.spec import TrainingSettings
 
 if TYPE_CHECKING:
@@ -55,10 +56,14 @@ def aggregate(
     if not updates:
         return {name: value.clone() for name, value in checkpoint.items()}
     lora = training.adapter.kind == "lora"
-    ordered = [
-        weight_deltas(delta, training.adapter) if lora else delta
-        for _, delta in sorted(updates, key=lambda pair: pair[0])
-    ]
+    shapes = {name: value.shape for name, value in checkpoint.items()}
+
+    def dense(delta: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if lora:
+            return weight_deltas(delta, training.adapter)
+        return decode(delta, shapes, training.encoding) if training.encoding.kind == "topk" else delta
+
+    ordered = [dense(delta) for _, delta in sorted(updates, key=lambda pair: pair[0])]
     result = {}
     for name, value in checkpoint.items():
         total = torch.zeros_like(value, dtype=torch.float32)

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from protocol.artifacts.manifest import load_manifest, load_state_dict
+from protocol.artifacts.manifest import Manifest, UpdateEncoding, load_manifest, load_state_dict
 from protocol.artifacts.store import Store
-from protocol.errors import ArtifactError, CrucibleError, OwnFault
+from protocol.errors import ArtifactError, CrucibleError, OwnFault, VerificationError
+from protocol.ml.compression import SUFFIXES, carried_residual, decode, encode, load_residual
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.inference import Prefill, prefill
 from protocol.ml.model import LoadedModel
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     import torch
 
 CHECKS = ("availability", "format", "prompts", "rewards", "toploc", "sampling", "update")
+# Largest relative L2 error between a topk update's values and its re-encoding: honest work re-encodes
+# bit for bit (0); this absorbs a float rounding that lands on a quantisation boundary, nothing more.
+ENCODING_TOLERANCE = 1e-3
 # Failures listed in evidence per check: enough to re-check quickly, bounded in size.
 MAX_LISTED = 32
 
@@ -90,13 +94,22 @@ class Verdict:
         return next((r.check for r in self.results if not r.passed), None)
 
 
+def _no_residual(cid: str) -> dict[str, torch.Tensor]:
+    raise ArtifactError(f"no store to fetch residual {cid} from")
+
+
 @dataclass
 class Artifacts:
     """How the checks get a submission's bytes: each loader raises ArtifactError when the bytes are
-    unavailable or not what was claimed, OwnFault when the reader itself failed."""
+    unavailable or not what was claimed, OwnFault when the reader itself failed. For a `topk` update:
+    `encoding` is its manifest's record of it, `residual(cid)` loads a residual manifest, `anchor` is
+    the residual the trainer's previous submission in the task carried (None: it has none)."""
 
     rollout_bytes: Callable[[], bytes]
     update: Callable[[], dict[str, torch.Tensor]]
+    encoding: Callable[[], UpdateEncoding | None] = lambda: None
+    residual: Callable[[str], dict[str, torch.Tensor]] = _no_residual
+    anchor: Callable[[], str | None] = lambda: None
 
 
 def claim_of(submitted: dict[str, Any], context: RoundContext) -> Claim:
@@ -109,17 +122,31 @@ def _bytes(value: Any) -> bytes:
     return bytes.fromhex(value[2:]) if isinstance(value, str) else bytes(value)
 
 
-def stored_artifacts(claim: Claim, store: Store, device: str) -> Artifacts:
+def stored_artifacts(
+    claim: Claim, store: Store, device: str, previous_update: Callable[[], str | None] = lambda: None
+) -> Artifacts:
     """A submission's artifacts from a store (fetched by CID and checked against it on the way in); the
-    update must be a manifest of kind "update" whose parent is the round's checkpoint."""
+    update must be a manifest of kind "update" whose parent is the round's checkpoint.
+    `previous_update` gives the update CID of the trainer's previous submission in the task (None:
+    none), whose manifest names the residual this one must start from."""
+
+    def manifest() -> Manifest:
+        found = load_manifest(claim.update_cid, store)
+        if found.kind != "update" or found.parent != claim.context.checkpoint_cid:
+            raise ArtifactError(f"{claim.update_cid} is not an update of {claim.context.checkpoint_cid}")
+        return found
 
     def update() -> dict[str, torch.Tensor]:
-        manifest = load_manifest(claim.update_cid, store)
-        if manifest.kind != "update" or manifest.parent != claim.context.checkpoint_cid:
-            raise ArtifactError(f"{claim.update_cid} is not an update of {claim.context.checkpoint_cid}")
+        manifest()
         return load_state_dict(claim.update_cid, store, device=device)
 
-    return Artifacts(lambda: store.get(claim.rollout_cid), update)
+    return Artifacts(
+        lambda: store.get(claim.rollout_cid),
+        update,
+        lambda: manifest().encoding,
+        lambda cid: load_residual(cid, store),
+        lambda: carried_residual(previous_update(), store),
+    )
 
 
 def _fail(check: str, reason: str, **figures: Any) -> CheckResult:
@@ -329,28 +356,92 @@ def relative_errors(
     return errors, wrong
 
 
+def _beyond(errors: dict[str, float], wrong: list[str], tolerance: float) -> list[dict[str, Any]]:
+    failures: list[dict[str, Any]] = [{"tensor": name, "reason": "missing, extra or misshapen"} for name in wrong]
+    return failures + [
+        {"tensor": name, "relative_error": _finite(error)}
+        for name, error in sorted(errors.items(), key=lambda item: -item[1])
+        if not error <= tolerance
+    ]
+
+
 def check_update(
     rollouts: RolloutFile,
     claimed: dict[str, torch.Tensor],
     loaded: LoadedModel,
     spec: EnvSpec,
     context: RoundContext,
+    artifacts: Artifacts | None = None,
 ) -> CheckResult:
     """Replays the GRPO update (or LoRA adapter) from the checkpoint and the rollouts; compares tensor
-    by tensor."""
+    by tensor. A `topk` update is checked through its residuals (`check_encoded_update`)."""
     replayed = round_update(loaded, rollouts, spec, context)
-    errors, wrong = relative_errors(claimed, replayed)
     tolerance = spec.verification.update_tolerance
-    failures: list[dict[str, Any]] = [{"tensor": name, "reason": "missing, extra or misshapen"} for name in wrong]
-    failures += [
-        {"tensor": name, "relative_error": _finite(error)}
-        for name, error in sorted(errors.items(), key=lambda item: -item[1])
-        if not error <= tolerance
-    ]
+    if spec.training.encoding.kind == "topk":
+        return check_encoded_update(claimed, replayed, spec, artifacts or Artifacts(lambda: b"", lambda: claimed))
+    errors, wrong = relative_errors(claimed, replayed)
+    failures = _beyond(errors, wrong, tolerance)
     worst = max(errors.values(), default=0.0)
     figures = {"tensors": len(replayed), "max_relative_error": _finite(worst)}
     reason = f"{len(failures)} tensors differ from the replayed update" if failures else ""
     return CheckResult("update", not failures, figures, {"update_tolerance": tolerance}, failures, reason)
+
+
+def check_encoded_update(
+    claimed: dict[str, torch.Tensor], replayed: dict[str, torch.Tensor], spec: EnvSpec, artifacts: Artifacts
+) -> CheckResult:
+    """A `topk` update E with its residuals: the one it started from must be the one the trainer's
+    previous submission carried (`anchor`); the one it carries on, R', must make R' + decode(E) the
+    replayed pseudo-gradient plus the residual it started from (within `update_tolerance`); and E must
+    be the encoding of R' + decode(E), which is deterministic: honest work re-encodes bit for bit
+    (`ENCODING_TOLERANCE` only absorbs float rounding at a quantisation boundary)."""
+    import torch
+
+    settings = spec.training.encoding
+    replayed = {name: value.detach().float().cpu() for name, value in replayed.items()}
+    thresholds = {"update_tolerance": spec.verification.update_tolerance, "encoding_tolerance": ENCODING_TOLERANCE}
+    try:
+        record = artifacts.encoding()
+        expected = (settings.chunk, settings.keep, settings.bits)
+        if record is None or (record.chunk, record.keep, record.bits) != expected:
+            raise VerificationError(f"the update is not encoded topk chunk/keep/bits {expected} as the spec says")
+        anchor = artifacts.anchor()
+        if record.residual_base != anchor:
+            raise VerificationError(
+                f"it starts from residual {record.residual_base}, not {anchor}, the one the trainer's previous "
+                "submission carried"
+            )
+        base = artifacts.residual(record.residual_base) if record.residual_base else {}
+        carried = artifacts.residual(record.residual)
+        decoded = decode(claimed, {name: value.shape for name, value in replayed.items()}, settings)
+    except OwnFault:
+        raise
+    except CrucibleError as error:
+        return CheckResult("update", False, {}, thresholds, [], f"encoded update: {error}")
+    accumulated = {name: carried[name].float() + decoded[name] for name in decoded if name in carried}
+    expected_sum = {name: value.float() + base[name].float() if name in base else value.float()
+                    for name, value in replayed.items()}  # fmt: skip
+    errors, wrong = relative_errors(accumulated, expected_sum)
+    if base and set(base) != set(replayed):
+        wrong = sorted({*wrong, *(set(base) ^ set(replayed))})
+    failures = _beyond(errors, wrong, spec.verification.update_tolerance)
+    again = encode(accumulated, settings)
+    exact = sum(all(torch.equal(again[name + s], claimed[name + s]) for s in SUFFIXES) for name in accumulated)
+    encoding_errors, _ = relative_errors(decode(again, {n: v.shape for n, v in accumulated.items()}, settings),
+                                         {name: decoded[name] for name in accumulated})  # fmt: skip
+    failures += [
+        {"tensor": name, "reason": "not the encoding of its residual plus update", "relative_error": _finite(error)}
+        for name, error in sorted(encoding_errors.items(), key=lambda item: -item[1])
+        if not error <= ENCODING_TOLERANCE
+    ]
+    figures = {
+        "tensors": len(replayed),
+        "max_relative_error": _finite(max(errors.values(), default=0.0)),
+        "re_encoded_bit_for_bit": exact,
+        "max_encoding_error": _finite(max(encoding_errors.values(), default=0.0)),
+    }
+    reason = f"{len(failures)} tensors differ from the replayed, encoded update" if failures else ""
+    return CheckResult("update", not failures, figures, thresholds, failures, reason)
 
 
 # ---------------------------------------------------------------------------- all of them
@@ -413,7 +504,7 @@ def verify_submission(claim: Claim, spec: EnvSpec, loaded: LoadedModel, artifact
             raise
         except CrucibleError as error:
             return _fail("update", f"update manifest: {error}")
-        return check_update(rollouts, claimed, loaded, spec, claim.context)
+        return check_update(rollouts, claimed, loaded, spec, claim.context, artifacts)
 
     timed(update_check)
     return Verdict(results)

@@ -4,6 +4,7 @@ check meant for it, and a check stops the chain of checks at the first failure."
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +12,8 @@ import torch
 from node.adversary import adversary_of
 from node.work import RoundWork, produce_work
 from protocol.artifacts.cid import cid_of_bytes
+from protocol.artifacts.manifest import UpdateEncoding, save_state_dict
+from protocol.artifacts.store import LocalStore
 from protocol.chain.assignment import (
     Member,
     aggregator_positions,
@@ -21,9 +24,10 @@ from protocol.chain.assignment import (
     is_sampled,
 )
 from protocol.errors import ArtifactError
-from protocol.ml.envs.spec import EnvSpec
+from protocol.ml.compression import carried_residual, compress, decode, encode, load_residual, save_update
+from protocol.ml.envs.spec import EncodingSettings, EnvSpec
 from protocol.ml.model import LoadedModel
-from protocol.work.checks import Artifacts, Claim, Verdict, relative_errors, verify_submission
+from protocol.work.checks import Artifacts, Claim, Verdict, relative_errors, stored_artifacts, verify_submission
 from protocol.work.evidence import evidence_bytes, evidence_document, parse_evidence
 from protocol.work.round import RoundContext
 
@@ -256,3 +260,79 @@ def test_stale_work_passes_on_its_base_and_fails_on_another(
     verdict = check(work, tiny, spec, moved, claim_of(work, moved))
     assert verdict.failed_check == "format"
     assert "checkpoint_cid" in {f["field"] for f in verdict.results[-1].failures}
+
+
+# ---------------------------------------------------------------------------- topk updates
+
+
+def encoded_check(
+    work: RoundWork,
+    tiny: LoadedModel,
+    spec: EnvSpec,
+    context: RoundContext,
+    store: LocalStore,
+    update_cid: str,
+    previous_update: str | None,
+) -> Verdict:
+    claim = dataclasses.replace(claim_of(work, context), update_cid=update_cid)
+    artifacts = stored_artifacts(claim, store, "cpu", lambda: previous_update)
+    artifacts = dataclasses.replace(artifacts, rollout_bytes=lambda: work.rollouts.to_bytes())
+    return verify_submission(claim, spec, tiny, artifacts)
+
+
+def test_topk_updates_replay_through_their_residuals_and_liars_fail(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext, tmp_path: Path
+) -> None:
+    """Two rounds of one trainer with `topk` updates pass, the second starting from the residual the
+    first carried, and re-encode bit for bit. Then three liars fail the update check:
+    - a poisoned encoding whose residual absorbs the poison (R' = A - decode(E)): it replays, but E is
+      not the encoding of R' + decode(E) (broken on purpose: drop the re-encoding comparison from
+      `check_encoded_update` and this passes);
+    - an honest encoding started from no residual although the previous submission carried one (broken:
+      drop the anchor comparison);
+    - an honest encoding whose committed residual is zeroed (broken: drop the replay comparison)."""
+    spec.training.encoding = EncodingSettings(kind="topk", keep=4, chunk=64, bits=2)
+    store = LocalStore(tmp_path / "store")
+    settings = spec.training.encoding
+    work = produce_work(tiny, spec, context)
+    first = save_update(work.update, store, context.checkpoint_cid, settings)
+    verdict = encoded_check(work, tiny, spec, context, store, first, None)
+    assert verdict.valid, [r.as_json() for r in verdict.results if not r.passed]
+    figures = verdict.results[-1].figures
+    assert figures["re_encoded_bit_for_bit"] == figures["tensors"] and figures["max_encoding_error"] == 0
+
+    later = dataclasses.replace(context, round_index=1, base_round=1)
+    work = produce_work(tiny, spec, later)
+    residual_cid = carried_residual(first, store)
+    assert residual_cid is not None
+    base = load_residual(residual_cid, store)
+    second = save_update(work.update, store, later.checkpoint_cid, settings, (residual_cid, base))
+    verdict = encoded_check(work, tiny, spec, later, store, second, first)
+    assert verdict.valid, [r.as_json() for r in verdict.results if not r.passed]
+
+    accumulated = {name: value + base[name] for name, value in work.update.items()}
+    poison = {name: torch.ones_like(value) * float(value.abs().max()) for name, value in accumulated.items()}
+    stored_poison = encode(poison, settings)
+    decoded = decode(stored_poison, {name: value.shape for name, value in poison.items()}, settings)
+    absorbed = {name: accumulated[name] - decoded[name] for name in accumulated}
+
+    def lie(stored: dict[str, torch.Tensor], residual: dict[str, torch.Tensor], base_cid: str | None) -> str:
+        residual_of = save_state_dict(residual, store, "residual", parent=later.checkpoint_cid)
+        record = UpdateEncoding(chunk=64, keep=4, bits=2, residual=residual_of, residual_base=base_cid)
+        return save_state_dict(stored, store, "update", parent=later.checkpoint_cid, encoding=record)
+
+    honest_stored, honest_residual = compress(work.update, base, settings)
+    liars = {
+        "poisoned, absorbed": lie(stored_poison, absorbed, residual_cid),
+        "no residual base": lie(*compress(work.update, None, settings), None),
+        "zeroed residual": lie(honest_stored, {n: torch.zeros_like(v) for n, v in honest_residual.items()},
+                               residual_cid),
+    }  # fmt: skip
+    reasons = {}
+    for name, update_cid in liars.items():
+        verdict = encoded_check(work, tiny, spec, later, store, update_cid, first)
+        assert verdict.failed_check == "update", name
+        reasons[name] = verdict.results[-1].reason + str(verdict.results[-1].failures[:1])
+    assert "not the encoding of its residual plus update" in reasons["poisoned, absorbed"]
+    assert "the one the trainer's previous submission carried" in reasons["no residual base"]
+    assert "relative_error" in reasons["zeroed residual"]

@@ -88,7 +88,7 @@ def test_spec_defaults_round_trip_and_bad_specs_are_named() -> None:
         (json.dumps({"environment": "sorting", "training": {"group_size": 1}}).encode(), "training.group_size"),
         (json.dumps({"environment": "sorting", "training": {"prompts_per_round": 1000, "group_size": 100}}).encode(),
          "above the bound"),
-        (json.dumps({"environment": "sorting", "schema_version": 4}).encode(), "schema_version"),
+        (json.dumps({"environment": "sorting", "schema_version": 5}).encode(), "schema_version"),
         (json.dumps({"environment": "sorting", "surprise": 1}).encode(), "surprise"),
     ]  # fmt: skip
     for data, fragment in cases:
@@ -114,7 +114,7 @@ def test_a_version_one_spec_keeps_the_update_it_named() -> None:
     its trainers ran (one full batch, negatives at full weight). Broken version that fails: dropping
     `EnvSpec._version_one_meaning` (the new defaults, 64 and 0.0, would apply to the old task)."""
     current = default_spec("arithmetic")
-    assert current.schema_version == 3 and current.training.minibatch_size == 64
+    assert current.schema_version == 4 and current.training.minibatch_size == 64
     document = json.loads(current.canonical_bytes())
     document["schema_version"] = 1
     for name in ("minibatch_size", "negative_weight"):

@@ -62,6 +62,22 @@ class AdapterSettings(_Strict):
     )
 
 
+class EncodingSettings(_Strict):
+    """How a full-parameter update goes on the wire (protocol.ml.compression): `dense` float32, or
+    `topk`: in each chunk of `chunk` values the `keep` largest, at `bits` bits, with error feedback."""
+
+    kind: Literal["dense", "topk"] = Field("dense", description="dense: float32; topk: sparse, quantised.")
+    chunk: int = Field(64, ge=2, le=256, description="Values per chunk (positions are one byte).")
+    keep: int = Field(2, ge=1, description="Values kept per chunk (density keep / chunk).")
+    bits: Literal[1, 2, 4, 8] = Field(2, description="Bits per kept value: a sign and bits - 1 of magnitude.")
+
+    @model_validator(mode="after")
+    def _keep_within_chunk(self) -> EncodingSettings:
+        if self.keep > self.chunk:
+            raise ValueError(f"encoding.keep ({self.keep}) is more than encoding.chunk ({self.chunk})")
+        return self
+
+
 class TrainingSettings(_Strict):
     """The local GRPO update every trainer runs, and the outer step of aggregation."""
 
@@ -86,6 +102,7 @@ class TrainingSettings(_Strict):
     micro_batch_size: int = Field(64, ge=1, description="Sequences per forward pass (changes float order only).")
     outer_learning_rate: float = Field(1.0, gt=0, le=10, description="Outer step: next = C + lr * mean(updates).")
     adapter: AdapterSettings = Field(default_factory=AdapterSettings)
+    encoding: EncodingSettings = Field(default_factory=EncodingSettings)
 
 
 class VerificationSettings(_Strict):
@@ -109,7 +126,8 @@ class EnvSpec(_Strict):
     # 2 added training.minibatch_size and training.negative_weight; a version-1 document is read with
     # what it meant (one full batch, negatives at full weight), so tasks created before replay the same.
     # 3 added training.adapter (default full: what earlier versions did).
-    schema_version: Literal[1, 2, 3] = 3
+    # 4 added training.encoding (default dense: what earlier versions did).
+    schema_version: Literal[1, 2, 3, 4] = 4
     environment: str = Field(description="Registered environment name (`crucible env list`).")
     params: dict[str, Any] = Field(default_factory=dict, description="The environment's own parameters.")
     eval_size: int = Field(200, ge=1, le=100_000, description="Problems in the held-out evaluation set.")
@@ -138,6 +156,8 @@ class EnvSpec(_Strict):
             raise ValueError(f"prompts_per_round x group_size is {samples}, above the bound of {MAX_SAMPLES}")
         if self.sampling.top_k and self.sampling.top_k < 2:
             raise ValueError("sampling.top_k must be 0 (off) or at least 2")
+        if self.training.encoding.kind == "topk" and self.training.adapter.kind == "lora":
+            raise ValueError("training.encoding topk compresses full-parameter updates; a lora adapter is sent dense")
         return self
 
     def env(self) -> Environment:
