@@ -361,3 +361,21 @@ def test_a_spec_that_does_not_fit_the_model_is_refused(
         assert_one_line_error(created, fragment)
         assert "nothing sent" in created.stderr
     assert len(net.run("task", "list", "--json").json()["tasks"]) == count  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("setting", "fragment"),
+    [
+        ("training.encoding.kind=zip", "training.encoding.kind: Input should be 'dense' or 'topk'"),
+        ("training.encoding.bits=3", "training.encoding.bits: Input should be 1, 2, 4 or 8"),
+        ("training.adapter.kind=lora", "a lora adapter is sent dense"),
+    ],
+)
+def test_an_encoding_the_spec_does_not_know_writes_nothing(setting: str, fragment: str, tmp_path: Path) -> None:
+    """`env spec` with an update encoding it cannot use: one line, exit 1, no spec file. Broken version:
+    drop the topk-with-lora refusal in EnvSpec's validator → the third case writes a spec."""
+    out = tmp_path / "spec.json"
+    done = crucible(tmp_path, "env", "spec", "arithmetic", "--set", "training.encoding.kind=topk",
+                    "--set", setting, "--out", str(out))  # fmt: skip
+    assert_one_line_error(done, fragment)
+    assert not out.exists()
