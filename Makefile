@@ -99,10 +99,11 @@ test-contracts: setup build
 mutants: setup build
 	$(PY) scripts/mutants.py
 
-# Two workers, each test file whole on one (its module fixtures made once): the integration tests
-# spend much of their time waiting on child processes and the devnet clock.
+# Three workers on two cores, each test file whole on one (its module fixtures made once): the
+# integration tests spend much of their time waiting on child processes and the devnet clock. Files go
+# out longest first (tests/conftest.py), in that order.
 test-python: setup build
-	$(PY) -m pytest -n 2 --dist loadfile --durations=15
+	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
 test: lint test-contracts mutants test-python
 

@@ -16,6 +16,19 @@ from protocol.chain.deployment import Deployment, deploy
 from protocol.chain.devnet import AnvilNode
 from protocol.config import devnet_settings
 
+# The longest files first, by their time under `make test`: with `--no-loadscope-reorder` (Makefile)
+# xdist hands whole files out in this order, so these start at once on different workers and the many
+# short files fill in behind them. Its default order (most tests first) left them to the end, one
+# worker busy for minutes while the others idled.
+LONGEST_FIRST = ("test_validator.py", "test_audit.py", "test_demo.py", "test_readme.py", "test_lifecycle.py",
+                 "test_faults.py")  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Puts the files of LONGEST_FIRST first, in that order (a stable sort: each file's tests stay together)."""
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(autouse=True)
 def crucible_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
