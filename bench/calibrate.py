@@ -30,8 +30,9 @@ from protocol.artifacts.cid import cid_of_bytes
 from protocol.ml.envs.spec import EnvSpec, default_spec
 from protocol.ml.importing import model_folder
 from protocol.ml.model import LoadedModel, load_folder
-from protocol.work.checks import check_rewards, check_sampling, check_toploc, check_update, run_prefill
+from protocol.work.checks import check_rewards, check_sampling, check_toploc, run_prefill
 from protocol.work.round import RoundContext, assigned_slots
+from protocol.work.update_checks import check_update
 
 NODES = [
     "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",

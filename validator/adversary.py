@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from protocol.runtime.participant import red_team_of
-from protocol.work.checks import CheckResult, Verdict
+from protocol.work.checks import Verdict
+from protocol.work.results import CheckResult
 
 
 class ValidatorAdversary:

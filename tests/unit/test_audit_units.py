@@ -12,7 +12,8 @@ from auditor.money import MoneyCheck
 from auditor.report import SubmissionAudit, Vote
 from explorer.charts import line_chart
 from explorer.views import BadInput, NotFound, paginate, parse_address, parse_cid, parse_submission
-from protocol.work.checks import CheckResult, Verdict
+from protocol.work.checks import Verdict
+from protocol.work.results import CheckResult
 
 VALID = Verdict([CheckResult("availability", True), CheckResult("update", True)])
 INVALID = Verdict([CheckResult("availability", True), CheckResult("rewards", False, reason="8 rewards differ")])

@@ -27,9 +27,10 @@ from protocol.errors import ArtifactError
 from protocol.ml.compression import carried_residual, compress, decode, encode, load_residual, save_update
 from protocol.ml.envs.spec import EncodingSettings, EnvSpec
 from protocol.ml.model import LoadedModel
-from protocol.work.checks import Artifacts, Claim, Verdict, relative_errors, stored_artifacts, verify_submission
+from protocol.work.checks import Artifacts, Claim, Verdict, stored_artifacts, verify_submission
 from protocol.work.evidence import evidence_bytes, evidence_document, parse_evidence
 from protocol.work.round import RoundContext
+from protocol.work.update_checks import relative_errors
 
 OTHER_NODE = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
 
