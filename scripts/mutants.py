@@ -22,6 +22,7 @@ IDS = "contracts/src/libraries/Ids.sol"
 PARAMS = "contracts/src/libraries/Params.sol"
 PULL = "contracts/src/libraries/Pull.sol"
 DRAWS = "contracts/src/libraries/Draws.sol"
+DISPUTES = "contracts/src/libraries/Disputes.sol"
 LIMITS = "test_RevertWhen_LimitBroken"
 # The platform binary itself: the npm wrapper in node_modules/.bin exits 0 even when tests fail.
 ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
@@ -110,18 +111,47 @@ MUTANTS = [
     # Randomness nobody steers (issue 17): the seed from the caller's block again; a lost dispute block
     # replaced by the voter's choice of parent again.
     (
-        "seed-from-callers-block",
+        "seed-from-block-hash",
         MARKET,
-        "bytes32 hash = blockhash(at);",
-        "bytes32 hash = blockhash(block.number - 1);",
-        "test_TheSeedIsTheSameWhoeverFixesItAndWhenever",
+        "bytes32 seed = Draws.checkSeedFrom(mix, taskId, round);",
+        "bytes32 seed = Draws.checkSeedFrom(blockhash(at), taskId, round);",
+        "test_TheSeedBlocksProducerCannotChooseTheSeed",
     ),
     (
         "dispute-block-chosen",
-        MARKET,
-        "if (filedHash == 0) {",
-        "if (filedHash == 0) filedHash = blockhash(block.number - 1);\n            if (false) {",
+        DISPUTES,
+        "if (blockhash(at) == 0) {",
+        "if (blockhash(at) == 0) {\n            d.seed = Draws.disputeSeedFrom(blockhash(block.number - 1), submissionId);\n"
+        "            return;\n        }\n        if (false) {",
         "test_ALostDisputeBlockIsReplacedNotChosen",
+    ),
+    (
+        "late-seed",
+        MARKET,
+        "if (rd.checkSeed == 0 && block.timestamp < validateDeadline)",
+        "if (rd.checkSeed == 0)",
+        "test_AnUnverifiedRoundStaysUnverified",
+    ),
+    (
+        "appeal-unpriced",
+        PARAMS,
+        '_atLeast("disputeBond", p.disputeBond, leastDisputeBond(p, honest));',
+        "",
+        "test_RevertWhen_TheAppealPays",
+    ),
+    (
+        "finder-share-unpriced",
+        PARAMS,
+        "kept += term * (slash * perCheck * BPS - finderBps * slash * (perCheck - h)) / (perCheck * BPS);",
+        "kept += term * slash;",
+        "test_RevertWhen_ColludersTakeTheFindersShareBack",
+    ),
+    (
+        "bond-free-without-majority",
+        DISPUTES,
+        "        if (upheld) {\n            Payouts.credit(",
+        "        if (upheld || 2 * Draws.popcount(againstMask) <= size) {\n            Payouts.credit(",
+        "test_DisputeWithoutMajorityLosesItsBond",
     ),
     # Seats by stake and deterrence that counts collusion (issue 17): a seat that weighs the minimum
     # whatever it locked; a range whose end counts as inside (split seats then hold more); a round checked
@@ -148,10 +178,10 @@ MUTANTS = [
         "test_TooFewValidatorsPayNothingAndStrandNothing",
     ),
     (
-        "committee-includes-assigned",
-        "contracts/src/libraries/Seats.sol",
-        "if (!Draws.isSampled(d.checkSeed, d.submissionId, d.sampleRatePpm)) return (starts, ends);",
-        "return (starts, ends);",
+        "dispute-on-unverified-round",
+        DISPUTES,
+        "if (rd.checkSeed == 0) revert ITaskMarket.MarketNoCommittee(submissionId);",
+        "",
         "test_RevertWhen_DisputeWithoutCommittee",
     ),
     ("ties-count-honest", PARAMS, "2 * h > perCheck", "2 * h >= perCheck", "test_HonestMajorityIsExactWhereItCanBe"),

@@ -7,16 +7,20 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
 import {ITaskMarket} from "./interfaces/ITaskMarket.sol";
+import {Disputes} from "./libraries/Disputes.sol";
 import {Draws} from "./libraries/Draws.sol";
 import {Ids} from "./libraries/Ids.sol";
 import {Params} from "./libraries/Params.sol";
+import {Payouts} from "./libraries/Payouts.sol";
 import {Pull} from "./libraries/Pull.sol";
 import {Seats} from "./libraries/Seats.sol";
+import {Seeds} from "./libraries/Seeds.sol";
 
 /// @title TaskMarket
-/// @notice Crucible's task lifecycle: the state transitions and the money. The draws, ids and
-///         parameter checks are libraries (`libraries/`); views anyone can recompute from this
-///         contract's state are in {TaskMarketLens}. See {ITaskMarket} and docs/contracts.md.
+/// @notice Crucible's task lifecycle: tasks, rounds, work, checks, agreement and settlement. Disputes are their
+///         own module ({Disputes}); the draws, seeds, parameters, budgets and payouts are libraries
+///         (`libraries/`); views anyone can recompute from this contract's state are in {TaskMarketLens}. See
+///         {ITaskMarket} and docs/contracts.md.
 contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
@@ -26,11 +30,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     /// @notice Where operators' stake is held, locked and slashed.
     IStakeManager public immutable stakeManager;
 
-    /// @dev Blocks between a check seed's request and the block whose hash becomes the seed.
-    uint256 private constant SEED_DELAY = 2;
-
     uint256 private _taskCount;
-    uint256 private _totalCredits;
+    Payouts.Ledger private _ledger;
     mapping(uint256 taskId => Task) private _tasks;
     mapping(uint256 taskId => mapping(uint256 round => Round)) private _rounds;
     mapping(uint256 submissionId => Submission) private _submissions;
@@ -40,7 +41,6 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     mapping(uint256 taskId => mapping(address validator => Seat)) private _seats;
     mapping(bytes32 proposalKey => uint256) private _proposalVotes;
     mapping(bytes32 voterKey => bool) private _proposalVoted;
-    mapping(address account => uint256) private _credits;
 
     /// @param bountyToken The ERC-20 for bounties (and stake).
     /// @param stakes The StakeManager; it must hold `bountyToken` and be bound to this market.
@@ -184,31 +184,41 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
-    function fixCheckSeed(uint256 taskId) external {
+    function fixCheckSeed(uint256 taskId, bytes calldata header) external {
         Task storage task = _existingTask(taskId);
         uint256 round = task.currentRound;
         (uint256 submitDeadline,,) = _deadlines(task, _rounds[taskId][round]);
         _within(submitDeadline, type(uint256).max);
+        (uint256 number, bytes32 mix) = header.length == 0 ? (0, bytes32(0)) : Seeds.read(header);
         // Rounds open in order, each after the one before stopped taking work: those past their own
         // submission deadline come first. At most `maxStaleness + 1` (bounded by Params) are live.
         for (; round <= task.openRound; ++round) {
             Round storage rd = _rounds[taskId][round];
-            (submitDeadline,,) = _deadlines(task, rd);
+            uint256 validateDeadline;
+            (submitDeadline, validateDeadline,) = _deadlines(task, rd);
             if (block.timestamp < submitDeadline) break;
-            _requestCheckSeed(taskId, task, round, rd);
+            // A check starts before its validate deadline or never: the round is then unverified for good,
+            // whoever joins later.
+            if (rd.checkSeed == 0 && block.timestamp < validateDeadline) _seedStep(taskId, task, round, rd, number, mix);
         }
     }
 
-    /// @dev One round's step of {fixCheckSeed}: fix its seed when its block is there, or ask for a block.
-    function _requestCheckSeed(uint256 taskId, Task storage task, uint256 round, Round storage rd) private {
-        if (_tryCheckSeed(taskId, round, rd) != 0) return;
-        // Not requested, or requested so long ago that its hash is gone: ask for a block still to come.
-        // (A requested block still to come, or just mined and fixable next call, is left as it is.)
-        if (rd.seedBlock == 0 || block.number > rd.seedBlock + 256) {
+    /// @dev One round's step of {fixCheckSeed}: fix its seed from the given header when that is its seed block's,
+    ///      or ask for a block when none was asked for or the one asked for is past the 256-block horizon. (A
+    ///      requested block still to come, or mined and awaiting its header, is left as it is.)
+    function _seedStep(uint256 taskId, Task storage task, uint256 round, Round storage rd, uint256 number, bytes32 mix)
+        private
+    {
+        uint256 at = rd.seedBlock;
+        if (at != 0 && at == number) {
+            bytes32 seed = Draws.checkSeedFrom(mix, taskId, round);
+            rd.checkSeed = seed;
+            emit CheckSeedFixed(taskId, round, seed, rd.validatorCount);
+        } else if (at == 0 || block.number > at + 256) {
             uint256 count = _members[taskId].length;
             // Below this a check could not have `validatorsPerCheck` distinct voters even in principle.
             if (count < task.validatorsPerCheck) revert MarketTooFewValidators(taskId, count, task.validatorsPerCheck);
-            rd.seedBlock = uint64(block.number + SEED_DELAY);
+            rd.seedBlock = uint64(block.number + Seeds.DELAY);
             rd.validatorCount = uint32(count);
             rd.seatStake = uint96(_seatStake(taskId));
             emit CheckSeedRequested(taskId, round, rd.seedBlock, rd.validatorCount);
@@ -225,7 +235,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             (uint256 submitDeadline, uint256 validateDeadline,) = _deadlines(task, rd);
             _within(submitDeadline, validateDeadline);
         }
-        bytes32 seed = _requireCheckSeed(taskId, round, rd);
+        bytes32 seed = _checkSeed(taskId, round, rd);
         if (!Draws.isSampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
         (Seat storage seat, uint256 bits) =
             _held(taskId, Draws.assigned(seed, submissionId, rd.seatStake, task.validatorsPerCheck));
@@ -249,117 +259,46 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         }
     }
 
-    // ---------------------------------------------------------------- disputes
+    // ---------------------------------------------------------------- disputes ({Disputes})
 
     /// @inheritdoc ITaskMarket
     function dispute(uint256 submissionId) external nonReentrant {
-        (uint256 taskId, uint256 round, address trainer) = Ids.decode(submissionId);
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
         Submission storage sub = _existingSubmission(submissionId);
-        Task storage task = _tasks[taskId];
-        Round storage rd = _rounds[taskId][round];
-        (, uint256 validateDeadline, uint256 challengeDeadline) = _deadlines(task, rd);
-        _within(validateDeadline, challengeDeadline);
-        if (sub.disputed) revert MarketAlreadyDisputed(submissionId);
-        // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
-        if (sub.rejected != (msg.sender == trainer)) revert MarketDisputeSide(submissionId, msg.sender);
-        _requireCheckSeed(taskId, round, rd);
-        // The committee is drawn from the validators not assigned to the submission: refused when there
-        // are none (a task with exactly `validatorsPerCheck` validators that all voted on it).
-        (, uint256 outside) = _committee(submissionId, 0);
-        if (outside == 0) revert MarketNoCommittee(submissionId);
-        sub.disputed = true;
-        Dispute storage d = _disputes[submissionId];
-        d.disputer = msg.sender;
-        d.bond = task.disputeBond;
-        d.filedBlock = uint64(block.number);
-        d.deadline = uint64(block.timestamp + task.challengeWindow);
-        d.claimValid = sub.rejected;
-        d.open = true;
-        rd.openDisputes += 1;
-        emit Disputed(submissionId, msg.sender, d.claimValid, d.bond, d.deadline);
-        Pull.fromSender(token, task.disputeBond);
+        Disputes.file(_tasks[taskId], _rounds[taskId][round], sub, _disputes[submissionId], token, submissionId);
+    }
+
+    /// @inheritdoc ITaskMarket
+    function fixDisputeSeed(uint256 submissionId, bytes calldata header) external {
+        Disputes.fixSeed(_disputes[submissionId], submissionId, header);
     }
 
     /// @inheritdoc ITaskMarket
     function voteDispute(uint256 submissionId, bool valid, string calldata evidenceCid) external {
-        Dispute storage d = _disputes[submissionId];
-        if (!d.open) revert MarketDisputeNotOpen(submissionId);
-        _within(0, d.deadline);
-        if (d.seed == 0) {
-            // The committee comes from the hash of the block that included the dispute: it did not
-            // exist when the disputer sent it.
-            if (block.number <= d.filedBlock) revert MarketNoCommittee(submissionId);
-            bytes32 filedHash = blockhash(d.filedBlock);
-            if (filedHash == 0) {
-                // Gone past 256 blocks: this call's block takes its place, as unknown to this caller.
-                d.filedBlock = uint64(block.number);
-                emit DisputeBlockMoved(submissionId, block.number);
-                return;
-            }
-            d.seed = Draws.disputeSeed(filedHash, submissionId);
-        }
-        (uint256[] memory committee,) = _committee(submissionId, d.seed);
-        (, uint256 bits) = _held(Ids.taskOf(submissionId), committee);
-        // Position bits, not a balance: zero means "holds no position" and nothing else.
-        // slither-disable-next-line incorrect-equality
-        if (bits == 0) revert MarketNotAssigned(submissionId, msg.sender);
-        if (d.votedMask & bits != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
-        d.votedMask |= uint16(bits);
-        if (valid) d.validMask |= uint16(bits);
-        emit DisputeVoted(submissionId, msg.sender, valid, evidenceCid);
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
+        Disputes.vote(
+            _tasks[taskId],
+            _rounds[taskId][round],
+            _disputes[submissionId],
+            _seats[taskId][msg.sender],
+            submissionId,
+            valid,
+            evidenceCid
+        );
     }
 
     /// @inheritdoc ITaskMarket
     function resolveDispute(uint256 submissionId) external nonReentrant {
-        Dispute storage d = _disputes[submissionId];
-        if (!d.open) revert MarketDisputeNotOpen(submissionId);
-        (uint256[] memory committee, bool decidedValid, bool decidedInvalid) = _committeeVerdict(d, submissionId);
-        if (!decidedValid && !decidedInvalid && block.timestamp < d.deadline) {
-            revert MarketDisputeVotingOpen(submissionId, d.deadline);
-        }
-        d.open = false;
-        bool upheld = d.claimValid ? decidedValid : decidedInvalid;
-        d.upheld = upheld;
-        bool rejected = _closeDispute(submissionId, upheld);
-        emit DisputeResolved(submissionId, upheld, rejected);
-        uint256 taskId = Ids.taskOf(submissionId);
-        if (d.claimValid ? decidedInvalid : decidedValid) {
-            // The committee confirmed the outcome: the bond pays its majority.
-            uint256 sideMask = d.claimValid ? d.votedMask & ~d.validMask : d.validMask;
-            _splitAmong(taskId, _holders(taskId, committee), sideMask, d.bond, CreditKind.CommitteeShare, address(0));
-        } else {
-            // Upheld, or no majority either way: the bond goes back.
-            _credit(taskId, d.disputer, d.bond, CreditKind.BondReturned);
-        }
-    }
-
-    function _committeeVerdict(Dispute storage d, uint256 submissionId)
-        private
-        view
-        returns (uint256[] memory committee, bool decidedValid, bool decidedInvalid)
-    {
-        if (d.seed != 0) (committee,) = _committee(submissionId, d.seed);
-        uint256 size = committee.length;
-        decidedValid = size != 0 && 2 * Draws.popcount(d.validMask) > size;
-        decidedInvalid = size != 0 && 2 * Draws.popcount(d.votedMask & ~d.validMask) > size;
-    }
-
-    /// @dev Closes the round's dispute and, when upheld, flips the submission's outcome. Returns
-    ///      whether the submission ends up rejected.
-    function _closeDispute(uint256 submissionId, bool upheld) private returns (bool rejected) {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        Round storage rd = _rounds[taskId][round];
-        Submission storage sub = _submissions[submissionId];
-        rd.openDisputes -= 1;
-        rejected = sub.rejected;
-        if (!upheld) return rejected;
-        rejected = !rejected;
-        sub.rejected = rejected;
-        if (rejected) rd.includedUnits -= sub.workUnits;
-        else rd.includedUnits += sub.workUnits;
-        // The included set changed: proposals for the old aggregate no longer count.
-        rd.checkpointEpoch += 1;
-        rd.agreedNext = 0;
+        Disputes.resolve(
+            _tasks[taskId],
+            _rounds[taskId][round],
+            _submissions[submissionId],
+            _disputes[submissionId],
+            _members[taskId],
+            _ledger,
+            submissionId
+        );
     }
 
     // ---------------------------------------------------------------- aggregation and rounds
@@ -373,7 +312,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (bytes(checkpointCid).length == 0) revert MarketEmptyCid();
         (, uint256 validateDeadline,) = _deadlines(task, rd);
         _within(validateDeadline, type(uint256).max);
-        bytes32 seed = _requireCheckSeed(taskId, round, rd);
+        bytes32 seed = _checkSeed(taskId, round, rd);
         (, uint256 bits) = _held(taskId, Draws.aggregators(seed, rd.seatStake, task.validatorsPerCheck));
         uint256 held = Draws.popcount(bits);
         // slither-disable-next-line incorrect-equality
@@ -399,15 +338,13 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Round storage rd = _rounds[taskId][round];
         _within(_finalFrom(task, rd), type(uint256).max);
         if (rd.openDisputes != 0) revert MarketOpenDisputes(taskId, round, rd.openDisputes);
-        // Settling draws from the check seed; a round nobody submitted to needs none. A round that never
-        // had the validators to request one is finalised unverified: its work is neither paid nor slashed.
-        if (rd.submissionCount != 0) {
-            if (rd.seedBlock == 0 && _members[taskId].length < task.validatorsPerCheck) rd.unverified = true;
-            else _requireCheckSeed(taskId, round, rd);
-        }
+        // Settling draws from the check seed; a round nobody submitted to needs none. A round whose seed was
+        // not fixed by its validate deadline (too few validators, or nobody fixed it) was never checked and
+        // never will be: finalised unverified, its work is neither paid nor slashed.
+        if (rd.submissionCount != 0 && rd.checkSeed == 0) rd.unverified = true;
         rd.finalised = true;
         (uint256 trainerBudget, uint256 feeBudget) =
-            Params.roundBudgets(task.bounty, task.rounds, round, task.validatorFeeBps);
+            Payouts.roundBudgets(task.bounty, task.rounds, round, task.validatorFeeBps);
         uint256 unallocated = 0;
         if (rd.includedUnits != 0 && !rd.unverified) {
             rd.unitsRemaining = rd.includedUnits;
@@ -509,8 +446,10 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function _upheldCommittee(uint256 taskId, uint256 submissionId) private view returns (Committee memory committee) {
         Dispute storage d = _disputes[submissionId];
         if (!d.upheld) return committee;
-        (uint256[] memory drawn,) = _committee(submissionId, d.seed);
-        committee.members = _holders(taskId, drawn);
+        (, uint256 round) = Ids.taskAndRound(submissionId);
+        committee.members = _holders(
+            taskId, Draws.committee(d.seed, _rounds[taskId][round].seatStake, _tasks[taskId].validatorsPerCheck)
+        );
         committee.mask = d.claimValid ? d.validMask : d.votedMask & ~d.validMask;
         committee.disputer = d.disputer;
     }
@@ -531,7 +470,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         // What a trainer keeps is not the market's concern (its stake answers only for its submissions).
         // slither-disable-next-line unused-return
         (slashed,) = stakeManager.slash(trainer, task.slashAmount);
-        uint256 finderShare = slashed * task.finderShareBps / Params.BPS;
+        uint256 finderShare = slashed * task.finderShareBps / Payouts.BPS;
         uint256 paid = committee.disputer != address(0)
             ? _splitAmong(
                 taskId, committee.members, committee.mask, finderShare, CreditKind.FinderShare, committee.disputer
@@ -607,10 +546,10 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
 
     /// @inheritdoc ITaskMarket
     function claim() external nonReentrant returns (uint256 amount) {
-        amount = _credits[msg.sender];
+        amount = _ledger.credits[msg.sender];
         if (amount == 0) revert MarketNothingToClaim(msg.sender);
-        _credits[msg.sender] = 0;
-        _totalCredits -= amount;
+        _ledger.credits[msg.sender] = 0;
+        _ledger.total -= amount;
         emit Claimed(msg.sender, amount);
         token.safeTransfer(msg.sender, amount);
     }
@@ -660,24 +599,18 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
-    function committeeOf(uint256 submissionId, bytes32 disputeSeed) external view returns (address[] memory) {
-        (uint256[] memory drawn,) = _committee(submissionId, disputeSeed);
-        return _holders(Ids.taskOf(submissionId), drawn);
-    }
-
-    /// @inheritdoc ITaskMarket
     function seatOf(uint256 taskId, address validator) external view returns (Seat memory) {
         return _seats[taskId][validator];
     }
 
     /// @inheritdoc ITaskMarket
     function totalCredits() external view returns (uint256) {
-        return _totalCredits;
+        return _ledger.total;
     }
 
     /// @inheritdoc ITaskMarket
     function creditOf(address account) external view returns (uint256) {
-        return _credits[account];
+        return _ledger.credits[account];
     }
 
     /// @inheritdoc ITaskMarket
@@ -696,22 +629,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         emit RoundOpened(taskId, round, checkpoint, rd.workSeed, rd.openedAt);
     }
 
-    /// @dev The check seed, fixing it from the requested block's hash when that block exists and its
-    ///      hash is still known; zero when it cannot be fixed yet. The block was chosen when the seed was
-    ///      requested, ahead of that block: nobody who sends a transaction can pick it.
-    function _tryCheckSeed(uint256 taskId, uint256 round, Round storage rd) private returns (bytes32 seed) {
+    /// @dev The round's check seed; reverts while it is not fixed ({fixCheckSeed} fixes it).
+    function _checkSeed(uint256 taskId, uint256 round, Round storage rd) private view returns (bytes32 seed) {
         seed = rd.checkSeed;
-        uint256 at = rd.seedBlock;
-        if (seed != 0 || at == 0 || block.number <= at) return seed;
-        bytes32 hash = blockhash(at);
-        if (hash == 0) return 0;
-        seed = keccak256(abi.encode(hash, taskId, round, "check"));
-        rd.checkSeed = seed;
-        emit CheckSeedFixed(taskId, round, seed, rd.validatorCount);
-    }
-
-    function _requireCheckSeed(uint256 taskId, uint256 round, Round storage rd) private returns (bytes32 seed) {
-        seed = _tryCheckSeed(taskId, round, rd);
         if (seed == 0) revert MarketCheckSeedPending(taskId, round, rd.seedBlock);
     }
 
@@ -721,30 +641,6 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         seat = _seats[taskId][msg.sender];
         if (seat.benched) revert MarketValidatorBenched(taskId, msg.sender);
         bits = Draws.bitsWithin(drawn, seat.from, seat.stake);
-    }
-
-    /// @dev A submission's dispute committee ({Seats-committee}): its positions and the seat stake it is
-    ///      drawn from.
-    function _committee(uint256 submissionId, bytes32 disputeSeed)
-        private
-        view
-        returns (uint256[] memory drawn, uint256 outside)
-    {
-        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        Round storage rd = _rounds[taskId][round];
-        Task storage task = _tasks[taskId];
-        return Seats.committee(
-            _members[taskId],
-            Seats.CommitteeDraw(
-                rd.checkSeed,
-                disputeSeed,
-                submissionId,
-                rd.seatStake,
-                rd.validatorCount,
-                task.validatorsPerCheck,
-                task.sampleRatePpm
-            )
-        );
     }
 
     /// @dev The task's seat stake: where the next member's range starts.
@@ -759,9 +655,6 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         return Seats.holders(_members[taskId], drawn);
     }
 
-    /// @dev Credits `amount` in equal parts to the members whose bit is set in `mask` and to
-    ///      `extra` when given; `extra` (or else the first member) takes the rounding remainder.
-    ///      Returns what was credited: all of `amount`, or zero when nobody qualifies.
     function _splitAmong(
         uint256 taskId,
         address[] memory members,
@@ -770,33 +663,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         CreditKind kind,
         address extra
     ) private returns (uint256) {
-        uint256 count = extra == address(0) ? 0 : 1;
-        for (uint256 j = 0; j < members.length; ++j) {
-            if (mask & (1 << j) != 0) ++count;
-        }
-        if (count == 0 || amount == 0) return 0;
-        // The remainder is computed from the floored share on purpose: it goes to one member.
-        // slither-disable-next-line divide-before-multiply
-        uint256 share = amount / count;
-        // slither-disable-next-line divide-before-multiply
-        uint256 remainder = amount - share * count;
-        if (extra != address(0)) {
-            _credit(taskId, extra, share + remainder, kind);
-            remainder = 0;
-        }
-        for (uint256 j = 0; j < members.length; ++j) {
-            if (mask & (1 << j) == 0) continue;
-            _credit(taskId, members[j], share + remainder, kind);
-            remainder = 0;
-        }
-        return amount;
+        return Payouts.splitAmong(_ledger, taskId, members, mask, amount, kind, extra);
     }
 
     function _credit(uint256 taskId, address account, uint256 amount, CreditKind kind) private {
-        if (amount == 0) return;
-        _credits[account] += amount;
-        _totalCredits += amount;
-        emit Credited(taskId, account, kind, amount);
+        Payouts.credit(_ledger, taskId, account, amount, kind);
     }
 
     function _existingTask(uint256 taskId) private view returns (Task storage task) {
@@ -809,11 +680,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         if (sub.workUnits == 0) revert MarketUnknownSubmission(submissionId);
     }
 
-    /// @dev Reverts unless now is in `[opensAt, closesAt)`: one revert site for every window.
     function _within(uint256 opensAt, uint256 closesAt) private view {
-        if (block.timestamp < opensAt || block.timestamp >= closesAt) {
-            revert MarketOutsideWindow(block.timestamp, opensAt, closesAt);
-        }
+        Ids.within(opensAt, closesAt);
     }
 
     /// @dev When a round may be finalised: after its challenge window, and a whole challenge window after

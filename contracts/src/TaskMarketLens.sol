@@ -6,6 +6,7 @@ import {ITaskMarketLens} from "./interfaces/ITaskMarketLens.sol";
 import {Draws} from "./libraries/Draws.sol";
 import {Ids} from "./libraries/Ids.sol";
 import {Params} from "./libraries/Params.sol";
+import {Payouts} from "./libraries/Payouts.sol";
 
 /// @title TaskMarketLens
 /// @notice The derived views of one {TaskMarket}, read through its getters and computed with the
@@ -83,16 +84,26 @@ contract TaskMarketLens is ITaskMarketLens {
     /// @inheritdoc ITaskMarketLens
     function disputeCommittee(uint256 submissionId) external view returns (address[] memory) {
         ITaskMarket.Dispute memory d = market.getDispute(submissionId);
-        if (d.disputer == address(0)) return new address[](0);
-        bytes32 seed = d.seed;
-        if (seed == 0) {
-            // The committee the next vote will see; none while the dispute's block is the current one
-            // or its hash is gone (the next vote then moves the block).
-            bytes32 filedHash = block.number > d.filedBlock ? blockhash(d.filedBlock) : bytes32(0);
-            if (filedHash == 0) return new address[](0);
-            seed = Draws.disputeSeed(filedHash, submissionId);
-        }
-        return market.committeeOf(submissionId, seed);
+        if (d.seed == 0) return new address[](0);
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
+        return _holders(
+            taskId,
+            Draws.committee(
+                d.seed, market.getRound(taskId, round).seatStake, market.getTask(taskId).validatorsPerCheck
+            )
+        );
+    }
+
+    /// @inheritdoc ITaskMarketLens
+    function deterrenceOf(ITaskMarket.TaskParams calldata params)
+        external
+        pure
+        returns (uint256 leastDisputeBond, bool deters)
+    {
+        (uint256 honest, uint256 kept) = Params.majority(
+            params.colludingSharePpm, params.validatorsPerCheck, params.finderShareBps, params.slashAmount
+        );
+        return (Params.leastDisputeBond(params, honest), Params.deters(params, honest, kept));
     }
 
     /// @inheritdoc ITaskMarketLens
@@ -101,7 +112,7 @@ contract TaskMarketLens is ITaskMarketLens {
         pure
         returns (uint256)
     {
-        return Params.maxSubmissionReward(bounty, rounds, validatorFeeBps);
+        return Payouts.maxSubmissionReward(bounty, rounds, validatorFeeBps);
     }
 
     /// @inheritdoc ITaskMarketLens

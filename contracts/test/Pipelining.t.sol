@@ -237,16 +237,24 @@ contract PipeliningTest is BaseTest {
         assertTrue(market.getRound(taskId, 1).finalised, "final");
     }
 
-    /// `fixCheckSeed` serves every live round past its submission window: round 0 and round 1 both.
+    /// `fixCheckSeed` serves every live round past its submission window and before its validate deadline:
+    /// round 0 and round 1 both, here where round 0's validate window outlasts round 1's submit window.
     function test_FixCheckSeedServesEveryLiveRound() public {
+        ITaskMarket.TaskParams memory p = _params();
+        p.rounds = 4;
+        p.maxStaleness = 1;
+        p.validateWindow = 200;
+        taskId = _createTask(p);
+        for (uint256 i = 0; i < validators.length; ++i) {
+            vm.prank(validators[i]);
+            market.joinTask(taskId, p.minValidatorStake);
+        }
         _submitOn(0, 0, trainers[0]);
         _openAhead();
         _submitOn(1, 0, trainers[1]);
         (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, 1);
         vm.warp(submitDeadline);
-        market.fixCheckSeed(taskId);
-        vm.roll(block.number + 3);
-        market.fixCheckSeed(taskId);
+        _requestAndFixSeeds(taskId);
         assertTrue(market.getRound(taskId, 0).checkSeed != 0, "round 0 seed");
         assertTrue(market.getRound(taskId, 1).checkSeed != 0, "round 1 seed");
         assertTrue(market.getRound(taskId, 0).checkSeed != market.getRound(taskId, 1).checkSeed, "distinct");

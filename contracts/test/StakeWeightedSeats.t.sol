@@ -51,9 +51,7 @@ contract StakeWeightedSeatsTest is BaseTest {
         uint256 id = _submit(taskId, 0, trainers[0], 1);
         (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, 0);
         vm.warp(submitDeadline);
-        market.fixCheckSeed(taskId);
-        vm.roll(block.number + 3);
-        market.fixCheckSeed(taskId);
+        _requestAndFixSeeds(taskId);
         assertEq(market.getRound(taskId, 0).seatStake, 1800 * TOKEN, "the draw shares out 1800");
         // Whatever the seed, its positions are those drawn in its range (the twin of the fuzz above).
         bytes32 checkSeed = market.getRound(taskId, 0).checkSeed;
@@ -86,9 +84,7 @@ contract StakeWeightedSeatsTest is BaseTest {
             uint256 before = vm.snapshotState();
             vm.warp(submitDeadline);
             vm.roll(start + delay);
-            market.fixCheckSeed(taskId);
-            vm.roll(block.number + 3);
-            market.fixCheckSeed(taskId);
+            _requestAndFixSeeds(taskId);
             if (_count(lens.assignedValidators(id), big) == 2) break;
             vm.revertToState(before);
         }

@@ -119,8 +119,9 @@ contract TaskMarketCreateTest is BaseTest {
         _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "challengeWindow", 4, 5);
     }
 
-    /// The bounds themselves are accepted: 1000 rounds, 5 s windows, a bond equal to the validator slash,
-    /// a validator slash equal to the validator stake.
+    /// The bounds themselves are accepted: 1000 rounds, 5 s windows, a bond equal to the validator slash
+    /// (where nobody colludes, no appeal can be bought and the slash is the floor), a validator slash equal
+    /// to the validator stake, and a bond equal to the least with which no appeal pays.
     function test_LimitsAtTheirBoundsAreAccepted() public {
         ITaskMarket.TaskParams memory p = _params();
         p.rounds = 1000;
@@ -128,8 +129,15 @@ contract TaskMarketCreateTest is BaseTest {
         p.validateWindow = 5;
         p.challengeWindow = 5;
         p.validatorSlash = p.minValidatorStake;
+        p.colludingSharePpm = 0;
         p.disputeBond = p.validatorSlash;
         _createTask(p);
+        p = _params();
+        (uint256 least,) = lens.deterrenceOf(p);
+        p.disputeBond = uint96(least);
+        _createTask(p);
+        p.disputeBond -= 1;
+        _expectLimitRevert(p, ITaskMarket.MarketParameterBelow.selector, "disputeBond", p.disputeBond, least);
     }
 
     function _expectLimitRevert(
@@ -144,12 +152,17 @@ contract TaskMarketCreateTest is BaseTest {
         market.createTask(p, "m", "e");
     }
 
-    /// @dev The issue's property: for every parameter set `createTask` accepts, a cheat's expected gain
-    ///      under the stated colluding share is not positive; and the check refuses only where the gain
-    ///      is positive up to its rounding (1e-15 of the stakes). The chance of an honest majority is
-    ///      computed here another way (a dynamic programme over positions at 1e36, bounded below and
-    ///      above) than the contract's (binomial terms at 1e18). Shown to fail by making
-    ///      `Params.honestMajority` count ties as honest (`2 * h >= perCheck`): accepted sets then gain.
+    /// @dev Cheating never pays, over the whole game: for every parameter set `createTask` accepts, a cheat's
+    ///      expected gain is not positive when colluders hold the declared share of the seat stake — with the
+    ///      check's draw, its colluding positions voting with the honest majority to take their part of the
+    ///      finder's share and the fees back, and the appeal to a committee drawn over the whole stake; and the
+    ///      market refuses for deterrence only where that gain is positive up to rounding (1e-15 of the
+    ///      stakes). Computed here another way than the contract's (`Params.deters`, binomial terms at 1e18): the
+    ///      whole distribution of colluding positions by a dynamic programme at 1e36, bounded below and above,
+    ///      and the appeal's win chance exact (a tied committee does not uphold). Shown failing on the contract
+    ///      before: its rule left the finder's share, the fees and the appeal out, and accepted sets where the
+    ///      gain is positive (+643 on a 900 reward with the appeal); and by making `Params.honestMajority`
+    ///      count ties as honest (mutant "ties-count-honest").
     function testFuzz_CheatingNeverPays(
         uint256 ppm,
         uint256 slash,
@@ -157,7 +170,9 @@ contract TaskMarketCreateTest is BaseTest {
         uint256 rounds,
         uint256 feeBps,
         uint256 colluding,
-        uint256 perCheck
+        uint256 perCheck,
+        uint256 finderBps,
+        uint256 bond
     ) public {
         ITaskMarket.TaskParams memory p = _params();
         p.sampleRatePpm = uint32(bound(ppm, 1, 1_000_000));
@@ -168,44 +183,84 @@ contract TaskMarketCreateTest is BaseTest {
         p.minTrainerStake = p.slashAmount;
         p.colludingSharePpm = uint32(bound(colluding, 0, 499_999));
         p.validatorsPerCheck = uint8(bound(perCheck, 1, 16));
-        uint256 reward = lens.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
-        (uint256 low, uint256 high) = _honestMajorityBounds(p.colludingSharePpm, p.validatorsPerCheck);
+        p.finderShareBps = uint16(bound(finderBps, 0, 10_000));
+        p.disputeBond = uint96(bound(bond, p.validatorSlash, 5_000_000 * TOKEN));
         vm.prank(creator);
-        (bool accepted,) = address(market).call(abi.encodeCall(market.createTask, (p, "m", "e")));
+        (bool accepted, bytes memory error_) = address(market).call(abi.encodeCall(market.createTask, (p, "m", "e")));
+        uint256[2][] memory dist = _colluderDistribution(p.colludingSharePpm, p.validatorsPerCheck);
         if (accepted) {
-            // Expected gain times 1e42, at the smallest honest-majority chance the truth can be: <= 0.
-            uint256 caught = p.sampleRatePpm * low;
-            assertTrue(caught * p.slashAmount >= (1e42 - caught) * reward, "an accepted task lets cheating pay");
-        } else {
-            uint256 caught = p.sampleRatePpm * high;
-            uint256 slack = (uint256(p.slashAmount) + reward) * 1e27; // 1e-15 of the stakes, times 1e42
-            assertTrue(caught * p.slashAmount < (1e42 - caught) * reward + slack, "refused a task that deters");
+            (uint256 appealWin, uint256 appealLoss) = _appeal(p, dist, true);
+            assertTrue(appealWin <= appealLoss, "an accepted task lets an appeal pay");
+            (uint256 gain, uint256 loss) = _cheat(p, dist, true);
+            assertTrue(gain <= loss, "an accepted task lets cheating pay");
+        } else if (bytes4(error_) == ITaskMarket.MarketDeterrenceTooLow.selector) {
+            (uint256 gain, uint256 loss) = _cheat(p, dist, false);
+            uint256 slack = (uint256(p.slashAmount) + p.bounty) * 1e27; // 1e-15 of the stakes, times 1e42
+            assertTrue(gain + slack > loss, "refused a task that deters");
         }
     }
 
-    /// @dev Bounds on P(more than half of `k` positions honest), each colluding with chance c, at 1e36.
-    function _honestMajorityBounds(uint256 colludingPpm, uint256 k) internal pure returns (uint256, uint256) {
+    /// @dev A cheat's expected gain and loss times 1e42 (p in ppm times probabilities at 1e36), the gain at its
+    ///      most and the loss at its least where `worst`, the other way round otherwise: unsampled or checked
+    ///      by a colluding majority it is paid R; checked, its colluding positions earn their share of a round's
+    ///      fees F; caught (j < k/2 colluding positions), it loses S less the j/k of the finder's share f*S
+    ///      they take back.
+    function _cheat(ITaskMarket.TaskParams memory p, uint256[2][] memory dist, bool worst)
+        internal
+        view
+        returns (uint256 gain, uint256 loss)
+    {
+        uint256 k = p.validatorsPerCheck;
+        uint256 reward = lens.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
+        uint256 largest = p.bounty - (p.bounty / p.rounds) * (p.rounds - 1);
+        uint256 fees = largest * p.validatorFeeBps / 10_000;
+        uint256 caught; // P(honest majority), at 1e36
+        for (uint256 j = 0; 2 * j < k; ++j) {
+            uint256 chance = dist[j][worst ? 0 : 1];
+            caught += chance;
+            loss += p.sampleRatePpm * chance * (uint256(p.slashAmount) * k * 10_000 - uint256(p.finderShareBps) * p.slashAmount * j)
+                / (k * 10_000);
+        }
+        if (caught > 1e36) caught = 1e36;
+        gain = (1e42 - p.sampleRatePpm * caught) * reward + p.sampleRatePpm * uint256(p.colludingSharePpm) * 1e30 * fees;
+    }
+
+    /// @dev An appeal's expected win and loss times 1e36: it wins when colluders hold more than half of a
+    ///      committee of k positions drawn over the whole stake (exactly: a tie does not uphold), and then moves
+    ///      at most R + S + k*V + F to its side; otherwise it loses the bond.
+    function _appeal(ITaskMarket.TaskParams memory p, uint256[2][] memory dist, bool worst)
+        internal
+        view
+        returns (uint256 win, uint256 loss)
+    {
+        uint256 k = p.validatorsPerCheck;
+        uint256 wins;
+        for (uint256 j = k / 2 + 1; j <= k; ++j) {
+            wins += dist[j][worst ? 1 : 0];
+        }
+        if (wins > 1e36) wins = 1e36;
+        uint256 largest = p.bounty - (p.bounty / p.rounds) * (p.rounds - 1);
+        uint256 gained = lens.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps) + p.slashAmount
+            + k * p.validatorSlash + largest * p.validatorFeeBps / 10_000;
+        win = wins * gained;
+        loss = (1e36 - wins) * p.disputeBond;
+    }
+
+    /// @dev P(j of `k` positions are colluders'), each one with chance c, at 1e36: [j][0] rounded down, [j][1] up.
+    function _colluderDistribution(uint256 colludingPpm, uint256 k) internal pure returns (uint256[2][] memory d) {
         uint256 one = 1e36;
         uint256 c = colludingPpm * 1e30;
-        uint256[17] memory low; // low[h]: P(h honest so far), rounded down
-        uint256[17] memory high; // rounded up
-        low[0] = one;
-        high[0] = one;
+        d = new uint256[2][](k + 1);
+        d[0][0] = one;
+        d[0][1] = one;
         for (uint256 n = 1; n <= k; ++n) {
-            for (uint256 h = n; h > 0; --h) {
-                low[h] = (low[h] * c + low[h - 1] * (one - c)) / one;
-                high[h] = (high[h] * c + high[h - 1] * (one - c) + one - 1) / one;
+            for (uint256 j = n; j > 0; --j) {
+                d[j][0] = (d[j][0] * (one - c) + d[j - 1][0] * c) / one;
+                d[j][1] = (d[j][1] * (one - c) + d[j - 1][1] * c + one - 1) / one;
             }
-            low[0] = low[0] * c / one;
-            high[0] = (high[0] * c + one - 1) / one;
+            d[0][0] = d[0][0] * (one - c) / one;
+            d[0][1] = (d[0][1] * (one - c) + one - 1) / one;
         }
-        uint256 lowSum;
-        uint256 highSum;
-        for (uint256 h = k / 2 + 1; h <= k; ++h) {
-            lowSum += low[h];
-            highSum += high[h];
-        }
-        return (lowSum, highSum > one ? one : highSum);
     }
 
     function test_HonestMajorityIsExactWhereItCanBe() public view {

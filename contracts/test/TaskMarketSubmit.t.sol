@@ -103,11 +103,11 @@ contract TaskMarketSubmitTest is BaseTest {
                 ITaskMarket.MarketOutsideWindow.selector, block.timestamp, submitDeadline, type(uint256).max
             )
         );
-        market.fixCheckSeed(taskId);
+        market.fixCheckSeed(taskId, "");
         uint256 id = _submit(taskId, 0, trainers[0], 1);
         assertEq(lens.assignedValidators(id).length, 0, "no assignment before the seed");
         _warpToValidate(taskId, 0);
-        market.fixCheckSeed(taskId);
+        market.fixCheckSeed(taskId, "");
         ITaskMarket.Round memory rd = market.getRound(taskId, 0);
         assertTrue(rd.checkSeed != 0, "seed fixed");
         assertEq(rd.validatorCount, VALIDATORS, "snapshot");
@@ -115,7 +115,7 @@ contract TaskMarketSubmitTest is BaseTest {
         assertTrue(lens.isSampled(id), "sampled at p = 1");
         address[] memory assigned = lens.assignedValidators(id);
         assertEq(assigned.length, 3, "k assigned");
-        market.fixCheckSeed(taskId);
+        market.fixCheckSeed(taskId, "");
         assertEq(market.getRound(taskId, 0).checkSeed, rd.checkSeed, "fixed once");
     }
 
@@ -136,7 +136,7 @@ contract TaskMarketSubmitTest is BaseTest {
         }
         _warpToValidate(halfTask, 0);
         vm.prevrandao(randomness);
-        market.fixCheckSeed(halfTask);
+        market.fixCheckSeed(halfTask, "");
         for (uint256 i = 0; i < 3; ++i) {
             bool sampled = lens.isSampled(ids[i]);
             assertEq(lens.assignedValidators(ids[i]).length, sampled ? 3 : 0, "assigned iff sampled");

@@ -20,7 +20,7 @@ contract ValidatorSeatsTest is BaseTest {
         p.validatorsPerCheck = 5;
         p.minValidatorStake = uint96(150 * TOKEN);
         p.validatorSlash = uint96(100 * TOKEN);
-        p.disputeBond = uint96(100 * TOKEN);
+        p.disputeBond = uint96(1000 * TOKEN);
         taskId = _readyTask(p);
         cheat = _submit(taskId, 0, trainers[2], 200);
         _warpToValidate(taskId, 0);

@@ -30,7 +30,8 @@ interface ITaskMarket {
         uint96 minTrainerStake;
         /// Stake a validator locks to join the task, until the task ends.
         uint96 minValidatorStake;
-        /// Bond a dispute carries.
+        /// Bond a dispute carries: at least the validator slash, and at least what makes overturning a verdict
+        /// cost the colluders' side what it gains ({Params-leastDisputeBond}). Returned only when upheld.
         uint96 disputeBond;
         /// Largest work-unit count (tokens generated) one submission may claim.
         uint32 maxWorkUnits;
@@ -126,7 +127,9 @@ interface ITaskMarket {
     struct Dispute {
         address disputer;
         uint96 bond;
-        uint64 filedBlock;
+        /// The block whose prevrandao seeds the committee: named two ahead when the dispute was filed (or when
+        /// the block-moving call found its hash gone).
+        uint64 seedBlock;
         uint64 deadline;
         uint16 votedMask;
         uint16 validMask;
@@ -199,10 +202,10 @@ interface ITaskMarket {
         uint64 workUnits,
         bytes32 commitment
     );
-    /// @notice A round's check seed will be the hash of `seedBlock`, a block still to come when this was
+    /// @notice A round's check seed will come from the prevrandao of `seedBlock`, a block still to come when this was
     ///         recorded (after the submission deadline), and its draws use `validatorCount` validators.
     event CheckSeedRequested(uint256 indexed taskId, uint256 indexed round, uint256 seedBlock, uint32 validatorCount);
-    /// @notice A round's check seed was fixed from the hash of its requested block.
+    /// @notice A round's check seed was fixed from the prevrandao of its requested block.
     event CheckSeedFixed(uint256 indexed taskId, uint256 indexed round, bytes32 checkSeed, uint32 validatorCount);
     /// @notice An assigned validator's verdict on a submission, with the CID of its evidence.
     event Attested(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
@@ -212,9 +215,11 @@ interface ITaskMarket {
     event Disputed(
         uint256 indexed submissionId, address indexed disputer, bool claimValid, uint256 bond, uint64 deadline
     );
-    /// @notice Nobody voted within 256 blocks of the dispute's block, whose hash (its committee's seed) is
-    ///         gone: the committee will come from the hash of `filedBlock`, the block of this call.
-    event DisputeBlockMoved(uint256 indexed submissionId, uint256 filedBlock);
+    /// @notice Nobody fixed the dispute's seed within 256 blocks of its seed block, whose hash is gone: the
+    ///         committee will come from the prevrandao of `seedBlock`, two blocks after this call.
+    event DisputeBlockMoved(uint256 indexed submissionId, uint256 seedBlock);
+    /// @notice A dispute's committee seed was fixed from the prevrandao of its seed block.
+    event DisputeSeedFixed(uint256 indexed submissionId, bytes32 seed);
     /// @notice A committee member's vote on a dispute, with the CID of its evidence.
     event DisputeVoted(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
     /// @notice A dispute closed: whether the disputer was upheld and whether the submission ends rejected.
@@ -255,7 +260,8 @@ interface ITaskMarket {
     error MarketParameterAbove(string name, uint256 value, uint256 most);
     /// @notice A task parameter, named, is below the least it may be.
     error MarketParameterBelow(string name, uint256 value, uint256 least);
-    /// @notice With this sampling rate, colluding share and slash, a cheat would expect to gain: q × slash must be at least (1 − q) × the largest reward, q the chance a cheat is caught.
+    /// @notice With this sampling rate, colluding share, slash, finder's share and fees a cheat would expect to gain
+    ///         ({Params-check}: the whole game, docs/protocol.md).
     error MarketDeterrenceTooLow(uint256 sampleRatePpm, uint256 slashAmount, uint256 maxReward);
     /// @notice A CID argument was empty.
     error MarketEmptyCid();
@@ -300,9 +306,11 @@ interface ITaskMarket {
     error MarketAlreadyDisputed(uint256 submissionId);
     /// @notice The disputer cannot dispute a submission it has a side in (its own work or its own attestation).
     error MarketDisputeSide(uint256 submissionId, address disputer);
-    /// @notice The dispute's committee is not drawn yet: it comes from the hash of the dispute's block, and
-    ///         that block is the current one.
+    /// @notice No sound committee can judge this dispute: its round's check never started (no check seed: the
+    ///         round is unverified), or the committee's seed is not fixed yet ({fixDisputeSeed}).
     error MarketNoCommittee(uint256 submissionId);
+    /// @notice A block header that is not the RLP encoding of the block it was given for.
+    error MarketWrongHeader(uint256 blockNumber);
     /// @notice Fewer validators joined than the task's `validatorsPerCheck`: the round cannot be checked
     ///         yet. If it still cannot at its end, it is finalised unchecked (nothing paid or slashed).
     error MarketTooFewValidators(uint256 taskId, uint256 validators, uint256 needed);
@@ -383,15 +391,18 @@ interface ITaskMarket {
         bytes32 proofsDigest
     ) external returns (uint256 submissionId);
 
-    /// @notice After a submission deadline, for every open round past its own in turn, oldest first
-    ///         (usually one): the first call requests the round's check seed
-    ///         from a block two blocks ahead (and snapshots the validators and their seat stake; it
-    ///         reverts while fewer than `validatorsPerCheck` have joined); a call once that
-    ///         block exists fixes the seed from its hash (so do {attest}, {dispute},
-    ///         {proposeCheckpoint} and {finaliseRound}). Past 256 blocks the hash is gone and a call
-    ///         requests a new block ahead. Anyone; whoever calls, and whenever, cannot choose the seed.
+    /// @notice After a submission deadline and before the validate deadline, for every open round past its own
+    ///         in turn, oldest first (usually one): the first call requests the round's check seed from a block
+    ///         two blocks ahead (and snapshots the validators and their seat stake; it reverts while fewer than
+    ///         `validatorsPerCheck` have joined); a call once that block exists, given its RLP header, fixes the
+    ///         seed from the block's prevrandao (`mixHash`), which its producer cannot choose, only withhold.
+    ///         Past 256 blocks the hash is gone and a call requests a new block ahead. A round whose seed is not
+    ///         fixed by its validate deadline is never checked: it is finalised unverified. Anyone; whoever
+    ///         calls, and whenever, cannot choose the seed.
     /// @param taskId The task.
-    function fixCheckSeed(uint256 taskId) external;
+    /// @param header The RLP-encoded header of a round's requested seed block (empty to request only); a header
+    ///        of another block fixes nothing.
+    function fixCheckSeed(uint256 taskId, bytes calldata header) external;
 
     /// @notice Attest a sampled submission the caller is assigned to, before the attestation deadline.
     /// @param submissionId The submission.
@@ -401,9 +412,18 @@ interface ITaskMarket {
 
     /// @notice Dispute a submission's outcome during the challenge window, with the task's bond.
     ///         Against a rejection only its trainer may dispute; against an acceptance (sampled or
-    ///         not) anyone may. A fresh committee, drawn by seat stake from the block the dispute lands in, decides.
+    ///         not) anyone may. A fresh committee of `validatorsPerCheck` positions drawn over the round's
+    ///         whole seat stake, from the prevrandao of a block two ahead, decides by a majority of all its
+    ///         positions; the bond returns only when upheld. Refused in a round whose check never started.
     /// @param submissionId The submission.
     function dispute(uint256 submissionId) external;
+
+    /// @notice Fix a dispute's committee seed from the prevrandao of its seed block, given that block's RLP header;
+    ///         when the block's hash is gone (256 blocks on) this moves the seed block two ahead instead
+    ///         ({DisputeBlockMoved}). Anyone; validators' clients do it before they vote.
+    /// @param submissionId The disputed submission.
+    /// @param header The RLP-encoded header of the dispute's seed block (ignored when it moves).
+    function fixDisputeSeed(uint256 submissionId, bytes calldata header) external;
 
     /// @notice A dispute committee member's vote, before the dispute's deadline.
     /// @param submissionId The disputed submission.
@@ -455,9 +475,6 @@ interface ITaskMarket {
     function taskCount() external view returns (uint256);
     /// @notice A task's validators in joining order, with where each one's range of seat stake starts.
     function membersOf(uint256 taskId) external view returns (Member[] memory);
-    /// @notice The holders of a dispute committee's positions for a committee seed (see
-    ///         `TaskMarketLens.disputeCommittee`): drawn outside the submission's assigned validators.
-    function committeeOf(uint256 submissionId, bytes32 disputeSeed) external view returns (address[] memory);
     /// @notice A validator's seat in a task.
     function seatOf(uint256 taskId, address validator) external view returns (Seat memory);
     /// @notice Sum of every account's unclaimed credits.

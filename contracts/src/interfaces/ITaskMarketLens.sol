@@ -35,8 +35,15 @@ interface ITaskMarketLens {
     function assignedValidators(uint256 submissionId) external view returns (address[] memory);
     /// @notice The holders of the round's aggregator positions, one per position (empty until the check seed is fixed).
     function aggregatorsOf(uint256 taskId, uint256 round) external view returns (address[] memory);
-    /// @notice The holders of the submission's dispute committee positions (empty until the block after the dispute).
+    /// @notice The holders of the submission's dispute committee positions, one per position (empty until the
+    ///         dispute's seed is fixed: `fixDisputeSeed`).
     function disputeCommittee(uint256 submissionId) external view returns (address[] memory);
+    /// @notice What `createTask`'s deterrence rule makes of these numbers: the least dispute bond with which no
+    ///         appeal pays, and whether a cheat's expected gain over the whole game is at most zero.
+    function deterrenceOf(ITaskMarket.TaskParams calldata params)
+        external
+        pure
+        returns (uint256 leastDisputeBond, bool deters);
     /// @notice The most one submission can earn in a task with these numbers: the largest round's
     ///         trainer budget (the last round takes the bounty's rounding remainder).
     /// @param bounty The bounty in wei.

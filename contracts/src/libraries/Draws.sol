@@ -16,8 +16,7 @@ pragma solidity ^0.8.24;
 library Draws {
     uint256 internal constant PPM = 1_000_000;
 
-    // Sampling and assignment draw from chain randomness fixed after every submission was sent,
-    // the protocol's stated source (docs/protocol.md discusses its bias); nothing better is on chain.
+    // Sampling and assignment draw from a prevrandao fixed after every submission was sent ({Seeds}).
     /// @dev Whether the submission is spot-checked: keccak(seed, id, "sample") mod 1e6 < rate.
     // slither-disable-next-line weak-prng
     function isSampled(bytes32 checkSeed, uint256 submissionId, uint256 sampleRatePpm) internal pure returns (bool) {
@@ -38,29 +37,23 @@ library Draws {
         return positions(keccak256(abi.encode(checkSeed, "aggregate")), total, perCheck);
     }
 
-    /// @dev Adds `[start, end)` to the sorted ranges held in the first `length` entries of `starts`/`ends`
-    ///      unless it is there already; returns the new length.
-    function insertRange(uint256[] memory starts, uint256[] memory ends, uint256 length, uint256 start, uint256 end)
-        internal
-        pure
-        returns (uint256)
-    {
-        uint256 at = 0;
-        while (at < length && starts[at] < start) ++at;
-        if (at < length && starts[at] == start) return length;
-        for (uint256 i = length; i > at; --i) {
-            starts[i] = starts[i - 1];
-            ends[i] = ends[i - 1];
-        }
-        starts[at] = start;
-        ends[at] = end;
-        return length + 1;
+    /// @dev A round's check seed: keccak(prevrandao of the round's seed block, task, round, "check").
+    function checkSeedFrom(bytes32 mix, uint256 taskId, uint256 round) internal pure returns (bytes32) {
+        return keccak256(abi.encode(mix, taskId, round, "check"));
     }
 
-    /// @dev A dispute's committee seed: keccak(hash of the block that included the dispute, id,
-    ///      "dispute"), a hash the disputer could not know when it filed.
-    function disputeSeed(bytes32 filedHash, uint256 submissionId) internal pure returns (bytes32) {
-        return keccak256(abi.encode(filedHash, submissionId, "dispute"));
+    /// @dev A dispute's committee seed: keccak(prevrandao of the dispute's seed block, id, "dispute"), a block
+    ///      named when the dispute was filed, before it existed.
+    function disputeSeedFrom(bytes32 mix, uint256 submissionId) internal pure returns (bytes32) {
+        return keccak256(abi.encode(mix, submissionId, "dispute"));
+    }
+
+    /// @dev A dispute committee's positions: `perCheck` drawn over the round's whole seat stake, like every
+    ///      other committee. The validators who checked the submission are drawn like anyone else (their
+    ///      positions are a fair sample of the stake too); what they cannot do is shrink the stake the
+    ///      committee comes from, as excluding them once did.
+    function committee(bytes32 disputeSeed, uint256 total, uint256 perCheck) internal pure returns (uint256[] memory) {
+        return positions(disputeSeed, total, perCheck);
     }
 
     /// @dev `count` positions below `total`: position j is keccak(seed, j) mod total. The modulo's bias
@@ -70,29 +63,6 @@ library Draws {
         drawn = new uint256[](count);
         for (uint256 j = 0; j < count; ++j) {
             drawn[j] = uint256(keccak256(abi.encode(seed, j))) % total;
-        }
-    }
-
-    /// @dev `count` positions below `total` outside the `excluded` ranges (`[starts[i], ends[i])`, sorted and
-    ///      disjoint, not covering all of `total`): position j is keccak(seed, j) mod (total minus the
-    ///      excluded stake), moved past each excluded range that starts at or below it. Each position is
-    ///      uniform over the stake left, so each remaining seat keeps its share of it.
-    function positionsOutside(
-        bytes32 seed,
-        uint256 total,
-        uint256 count,
-        uint256[] memory starts,
-        uint256[] memory ends
-    ) internal pure returns (uint256[] memory drawn) {
-        uint256 left = total;
-        for (uint256 i = 0; i < starts.length; ++i) {
-            left -= ends[i] - starts[i];
-        }
-        drawn = positions(seed, left, count);
-        for (uint256 j = 0; j < count; ++j) {
-            for (uint256 i = 0; i < starts.length; ++i) {
-                if (drawn[j] >= starts[i]) drawn[j] += ends[i] - starts[i];
-            }
         }
     }
 

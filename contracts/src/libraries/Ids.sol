@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {ITaskMarket} from "../interfaces/ITaskMarket.sol";
+
 /// @title Ids
-/// @notice Submission ids, commitments and deadlines, computed one way for the market, its lens and
+/// @notice Submission ids, commitments, deadlines and the window check, computed one way for the market, its lens and
 ///         (in `protocol/chain/ids.py`) every off-chain role.
 library Ids {
     /// @dev `taskId << 192 | round << 160 | trainer`: one submission per trainer and round.
@@ -65,5 +67,12 @@ library Ids {
         (,, uint256 challengeDeadline) = deadlines(openedAt, submitWindow, validateWindow, challengeWindow);
         uint256 afterCheckpoint = checkpointAt + challengeWindow;
         return afterCheckpoint > challengeDeadline ? afterCheckpoint : challengeDeadline;
+    }
+
+    /// @dev Reverts unless now is in `[opensAt, closesAt)`: one revert site for every window.
+    function within(uint256 opensAt, uint256 closesAt) internal view {
+        if (block.timestamp < opensAt || block.timestamp >= closesAt) {
+            revert ITaskMarket.MarketOutsideWindow(block.timestamp, opensAt, closesAt);
+        }
     }
 }

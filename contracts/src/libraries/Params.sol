@@ -2,13 +2,15 @@
 pragma solidity ^0.8.24;
 
 import {ITaskMarket} from "../interfaces/ITaskMarket.sol";
+import {Payouts} from "./Payouts.sol";
 
 /// @title Params
-/// @notice The checks a task's parameters pass at creation (`protocol/chain/params.py` runs the same
-///         ones before anything is sent) and the figures they are checked against.
+/// @notice Parameters and the deterrence rule: the checks a task's parameters pass at creation
+///         (`protocol/chain/params.py` runs the same ones, bit for bit, before anything is sent), the figures
+///         they are checked against, and whether the next round may open ahead.
 library Params {
     uint256 internal constant PPM = 1_000_000;
-    uint256 internal constant BPS = 10_000;
+    uint256 internal constant BPS = Payouts.BPS;
     uint256 internal constant MAX_COMMITTEE = 16;
     /// @dev The most rounds a task may have.
     uint256 internal constant MAX_ROUNDS = 1000;
@@ -22,7 +24,7 @@ library Params {
     uint256 private constant ONE_PER_PPM = 1e12;
 
     /// @dev Reverts with the first parameter out of range (`MarketParameterBelow`/`Above`, with the bound
-    ///      it broke), or when a cheat would expect to gain.
+    ///      it broke), or when a cheat would expect to gain over the whole game ({deters}).
     function check(ITaskMarket.TaskParams calldata p) external pure {
         _atLeast("bounty", p.bounty, 1);
         _atLeast("rounds", p.rounds, 1);
@@ -39,8 +41,8 @@ library Params {
         // A slash larger than the stake a submission locks could not be collected.
         _atLeast("minTrainerStake", p.minTrainerStake, p.slashAmount);
         _atLeast("maxWorkUnits", p.maxWorkUnits, 1);
-        // Validators answer for their votes (issue 17): real stake, a wrong vote that costs some of it
-        // (no more than there is), and a dispute that risks at least what a losing vote does.
+        // Validators answer for their votes: real stake, a wrong vote that costs some of it (no more than
+        // there is), and a dispute that risks at least what a losing vote does.
         _atLeast("minValidatorStake", p.minValidatorStake, 1);
         _atLeast("validatorSlash", p.validatorSlash, 1);
         _atMost("validatorSlash", p.validatorSlash, p.minValidatorStake);
@@ -51,29 +53,76 @@ library Params {
         // A colluding majority of the seat stake decides every check: nothing on chain can deter that.
         _atMost("colludingSharePpm", p.colludingSharePpm, PPM / 2 - 1);
         _atMost("maxStaleness", p.maxStaleness, MAX_STALENESS);
-        uint256 maxReward = maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps);
-        // q, the chance a cheat is caught, in units of PPM * ONE: sampled, and an honest majority holds
-        // its positions. Rounded down, so the check errs towards refusing.
-        uint256 caught = p.sampleRatePpm * honestMajority(p.colludingSharePpm, p.validatorsPerCheck);
-        if (caught * p.slashAmount < (PPM * ONE - caught) * maxReward) {
-            revert ITaskMarket.MarketDeterrenceTooLow(p.sampleRatePpm, p.slashAmount, maxReward);
+        (uint256 honest, uint256 kept) =
+            majority(p.colludingSharePpm, p.validatorsPerCheck, p.finderShareBps, p.slashAmount);
+        // The appeal: overturning a verdict must cost the colluders' side at least what it gains.
+        _atLeast("disputeBond", p.disputeBond, leastDisputeBond(p, honest));
+        if (!deters(p, honest, kept)) {
+            revert ITaskMarket.MarketDeterrenceTooLow(
+                p.sampleRatePpm, p.slashAmount, Payouts.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps)
+            );
         }
     }
 
+    /// @dev The most overturning one verdict can move to the side that overturns it: a trainer's reward and
+    ///      its slash (kept instead of lost), the `k` validator slashes of the positions that voted the other
+    ///      way (paid to the committee's majority), and a round's fees (votes that lose their fee now earn it).
+    function overturnGain(ITaskMarket.TaskParams calldata p) internal pure returns (uint256) {
+        return Payouts.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps) + uint256(p.slashAmount)
+            + uint256(p.validatorsPerCheck) * p.validatorSlash
+            + Payouts.maxRoundFee(p.bounty, p.rounds, p.validatorFeeBps);
+    }
+
+    /// @dev The least dispute bond with which no appeal pays: a dispute committee is `k` positions drawn over
+    ///      the whole seat stake and decides by more than half of them, so a side holding a share `c` of the
+    ///      stake (however split over addresses) wins with chance `m <= 1 - h` (`h` = {honestMajority}), and
+    ///      loses the bond otherwise: `m * G <= (1 - m) * B`, i.e. `B >= (1 - h) * G / h`, rounded up (`G` =
+    ///      {overturnGain}). At least the validator slash.
+    function leastDisputeBond(ITaskMarket.TaskParams calldata p, uint256 honest) internal pure returns (uint256) {
+        uint256 least = ((ONE - honest) * overturnGain(p) + honest - 1) / honest;
+        return least > p.validatorSlash ? least : p.validatorSlash;
+    }
+
+    /// @dev Whether a cheat's expected gain over the whole game is at most zero (docs/protocol.md, "What a cheat
+    ///      can expect"): `(1 - p*h) * R + p*c*F <= p * sum_{j < k/2} P(j) * S * (1 - f*j/k)`, with `R` the most
+    ///      a submission earns, `F` the most a round pays in fees (the colluders' positions take a share `c` of a
+    ///      check's), `P(j)` the chance `j` of the `k` positions are colluders', who vote with the honest
+    ///      majority and take their `j/k` of the finder's share `f*S` back. The appeal adds nothing when
+    ///      the bond is at least {leastDisputeBond}; rounds add up, each with its own locked stake. `h` and the
+    ///      kept slash come rounded down, so the check errs towards refusing.
+    function deters(ITaskMarket.TaskParams calldata p, uint256 honest, uint256 kept) internal pure returns (bool) {
+        uint256 sampled = p.sampleRatePpm;
+        uint256 gain = (PPM * ONE - sampled * honest) * Payouts.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps)
+            + sampled * p.colludingSharePpm * ONE_PER_PPM * Payouts.maxRoundFee(p.bounty, p.rounds, p.validatorFeeBps);
+        return sampled * kept >= gain;
+    }
+
     /// @dev The chance, in units of ONE and rounded down, that more than half of `perCheck` positions are
-    ///      honest when each is a colluder's with chance `colludingPpm` / 1e6 on its own ({Draws}' model):
-    ///      the sum over h > perCheck / 2 of C(perCheck, h) a^h c^(perCheck - h), a = 1 - c.
-    ///      Powers are products taken one factor at a time, each rounded down (so a^h and c^i are the same
-    ///      figures however they are reached), tabled once: the cost grows linearly with `perCheck`.
+    ///      honest when each is a colluder's with chance `colludingPpm` / 1e6 on its own ({Draws}' model).
     function honestMajority(uint256 colludingPpm, uint256 perCheck) internal pure returns (uint256 chance) {
+        (chance,) = majority(colludingPpm, perCheck, 0, 0);
+    }
+
+    /// @dev Over the draws where honest positions hold a majority (h > perCheck / 2 of them honest): their chance
+    ///      `sum C(perCheck, h) a^h c^(perCheck - h)`, a = 1 - c, and the expected slash a cheat loses there, in
+    ///      units of ONE * wei, when its colluding positions take their share `(perCheck - h) / perCheck` of the
+    ///      finder's share `finderBps` of `slash` back. Powers are products taken one factor at a time, each
+    ///      rounded down (so a^h and c^i are the same figures however they are reached), tabled once; each term
+    ///      is rounded down before it is counted: both sums are lower bounds, linear in `perCheck`.
+    function majority(uint256 colludingPpm, uint256 perCheck, uint256 finderBps, uint256 slash)
+        internal
+        pure
+        returns (uint256 chance, uint256 kept)
+    {
         uint256 c = colludingPpm * ONE_PER_PPM;
         uint256[] memory honestPowers = _powers(ONE - c, perCheck); // a^h
         uint256[] memory colluderPowers = _powers(c, perCheck / 2); // c^i; a majority leaves at most k/2
         uint256 choose = 1; // C(perCheck, h), from h = perCheck down
         for (uint256 h = perCheck; 2 * h > perCheck; --h) {
-            // Each term rounded down before it is counted C(k, h) times: the sum stays a lower bound.
             // slither-disable-next-line divide-before-multiply
-            chance += choose * (honestPowers[h] * colluderPowers[perCheck - h] / ONE);
+            uint256 term = choose * (honestPowers[h] * colluderPowers[perCheck - h] / ONE);
+            chance += term;
+            kept += term * (slash * perCheck * BPS - finderBps * slash * (perCheck - h)) / (perCheck * BPS);
             choose = choose * h / (perCheck - h + 1);
         }
     }
@@ -97,22 +146,6 @@ library Params {
         }
     }
 
-    /// @dev A round's trainer and fee budgets: the bounty split evenly across rounds (the last takes the
-    ///      rounding remainder), and the fee share of it for validators' checks.
-    function roundBudgets(uint256 bounty, uint256 rounds, uint256 round, uint256 validatorFeeBps)
-        external
-        pure
-        returns (uint256 trainerBudget, uint256 feeBudget)
-    {
-        // The division first is the point: every round gets the floor, the last one the remainder.
-        // slither-disable-next-line divide-before-multiply
-        uint256 budget = bounty / rounds;
-        // slither-disable-next-line divide-before-multiply
-        if (round == rounds - 1) budget = bounty - budget * (rounds - 1);
-        feeBudget = budget * validatorFeeBps / BPS;
-        trainerBudget = budget - feeBudget;
-    }
-
     /// @dev One revert site per kind of bound keeps the market's bytecode small.
     function _atMost(string memory name, uint256 value, uint256 most) private pure {
         if (value > most) revert ITaskMarket.MarketParameterAbove(name, value, most);
@@ -120,17 +153,5 @@ library Params {
 
     function _atLeast(string memory name, uint256 value, uint256 least) private pure {
         if (value < least) revert ITaskMarket.MarketParameterBelow(name, value, least);
-    }
-
-    /// @dev The most one submission can earn: the largest round's trainer budget (the last round
-    ///      takes the bounty's rounding remainder).
-    function maxSubmissionReward(uint256 bounty, uint256 rounds, uint256 validatorFeeBps)
-        internal
-        pure
-        returns (uint256)
-    {
-        // slither-disable-next-line divide-before-multiply
-        uint256 lastRound = bounty - (bounty / rounds) * (rounds - 1);
-        return lastRound - lastRound * validatorFeeBps / BPS;
     }
 }

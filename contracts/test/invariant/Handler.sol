@@ -15,6 +15,7 @@ import {ITaskMarket} from "../../src/interfaces/ITaskMarket.sol";
 ///      submits to any open round on any base, in the bound or not: the market must refuse the latter.
 contract Handler is ProtocolFixture {
     uint256 internal constant TOKEN = 1e18;
+    uint256 internal constant BOND = 350 * TOKEN;
 
     uint256 public taskId;
     address public creator;
@@ -35,6 +36,8 @@ contract Handler is ProtocolFixture {
     uint256 public ghost_capturedChecks;
     /// Check seeds that are not the hash of the block their request named (safety: nobody steers them).
     uint256 public ghost_steeredSeeds;
+    /// Check seeds fixed after their round's validate deadline (an unverified round turned verified).
+    uint256 public ghost_lateSeeds;
     mapping(uint256 round => bool) internal ghost_seedChecked;
     uint256 public ghost_sampledCheatsUnslashed;
     uint256 public ghost_doubleSettles;
@@ -79,12 +82,14 @@ contract Handler is ProtocolFixture {
         p.validatorsPerCheck = 3;
         p.validatorFeeBps = 1000;
         p.finderShareBps = 5000;
-        // Deters with a third of the seat stake colluding: q = 0.5 * 20/27, q * 500 >= (1 - q) * 270.
-        p.slashAmount = uint96(500 * TOKEN);
+        // Deters with a third of the seat stake colluding (Params.deters): at p = 1/2, h = 20/27, the cheat's
+        // gain (1 - p h) 270 + p c 30 = 175 is below the slash it expects to lose, p (8/27 600 + 12/27 500) = 200;
+        // and no appeal pays: the bond is at least (7/20) (270 + 600 + 30 + 30) = 325.5.
+        p.slashAmount = uint96(600 * TOKEN);
         p.validatorSlash = uint96(10 * TOKEN);
-        p.minTrainerStake = uint96(500 * TOKEN);
+        p.minTrainerStake = uint96(600 * TOKEN);
         p.minValidatorStake = uint96(100 * TOKEN);
-        p.disputeBond = uint96(20 * TOKEN);
+        p.disputeBond = uint96(BOND);
         p.maxWorkUnits = 10_000;
         p.submitWindow = 100;
         p.validateWindow = 100;
@@ -101,7 +106,7 @@ contract Handler is ProtocolFixture {
         }
         for (uint256 i = 0; i < trainers.length; ++i) {
             vm.prank(trainers[i]);
-            stakes.stake(700 * TOKEN, IStakeManager.Role.Trainer);
+            stakes.stake(800 * TOKEN, IStakeManager.Role.Trainer);
         }
     }
 
@@ -218,11 +223,12 @@ contract Handler is ProtocolFixture {
         address disputer;
         if (sub.rejected && (!isCheat[id] || frivolous)) disputer = trainer;
         else if (!sub.rejected && (isCheat[id] || frivolous)) disputer = auditor;
-        if (disputer == address(0) || token.balanceOf(disputer) < 20 * TOKEN) return false;
+        if (disputer == address(0) || token.balanceOf(disputer) < BOND) return false;
         vm.prank(disputer);
         market.dispute(id);
-        ghost_openBonds += 20 * TOKEN;
-        vm.roll(block.number + 1);
+        ghost_openBonds += BOND;
+        // Anyone (here, a validator's client) fixes the committee's seed from its block's prevrandao.
+        _fixDisputeSeedWith(id, _mixOf(market.getDispute(id).seedBlock));
         return true;
     }
 
@@ -249,13 +255,13 @@ contract Handler is ProtocolFixture {
         _voteHonestly(id);
         d = market.getDispute(id);
         if (block.timestamp < d.deadline) {
-            uint256 size = lens.disputeCommittee(id).length;
+            uint256 size = market.getTask(taskId).validatorsPerCheck;
             uint256 validVotes = _popcount(d.validMask);
             uint256 invalidVotes = _popcount(d.votedMask & ~uint256(d.validMask));
             if (2 * validVotes <= size && 2 * invalidVotes <= size) return;
         }
         market.resolveDispute(id);
-        ghost_openBonds -= 20 * TOKEN;
+        ghost_openBonds -= BOND;
     }
 
     /// Anyone opens the next round ahead of finality whenever the market allows it; an attempt beyond the
@@ -476,34 +482,64 @@ contract Handler is ProtocolFixture {
     /// come within the same second). `fixCheckSeed` does so for every live round past its submission window.
     function _fixSeed(uint256 round) internal {
         if (market.getRound(taskId, round).checkSeed != 0) return;
-        market.fixCheckSeed(taskId);
-        vm.roll(block.number + 3);
-        market.fixCheckSeed(taskId);
+        _requestAndFixSeeds(taskId);
         _checkSeedIsItsBlocks(round);
     }
 
-    /// A seed grinder: any actor calls `fixCheckSeed` at a block of its choosing (up to 300 blocks on, so
-    /// sometimes past the 256-block horizon). Whoever calls and whenever, a seed once fixed must be the hash
-    /// of the block its request named.
-    function grindSeed(uint256 blocks, uint256 actorSeed) external {
+    /// A seed grinder, playing the producer of whatever block it likes: any actor calls `fixCheckSeed` at a
+    /// block of its choosing (up to 300 blocks on, so sometimes past the 256-block horizon) with the header of
+    /// the requested block filled as it likes (`extra`), or with none. Whoever calls, whenever, with whatever
+    /// block contents, a seed once fixed must come from the prevrandao of the block its request named.
+    function grindSeed(uint256 blocks, uint256 actorSeed, bytes32 extra) external {
         ITaskMarket.Task memory task = market.getTask(taskId);
         if (task.ended) return;
         uint256 round = task.currentRound;
-        (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
+        (uint256 submitDeadline, uint256 validateDeadline,) = lens.deadlinesOf(taskId, round);
         if (block.timestamp < submitDeadline || market.getRound(taskId, round).checkSeed != 0) return;
+        if (block.timestamp >= validateDeadline) return;
         vm.roll(block.number + bound(blocks, 0, 300));
+        uint256 at = market.getRound(taskId, round).seedBlock;
+        bytes memory header;
+        if (at != 0 && at < block.number && block.number <= at + 256) {
+            header = _seedHeaderWith(at, _mixOf(at), extra);
+        }
         vm.prank(_anyActor(actorSeed));
-        market.fixCheckSeed(taskId);
+        market.fixCheckSeed(taskId, header);
         for (; round <= task.openRound; ++round) {
             _checkSeedIsItsBlocks(round);
         }
+    }
+
+    /// An unverified round stays unverified: once a round's validate deadline passed without a check seed, a
+    /// validator joins late (as a cheat's own sybil would) and calls `fixCheckSeed`; no seed may be fixed.
+    function joinLate(uint256 actorSeed) external {
+        ITaskMarket.Task memory task = market.getTask(taskId);
+        if (task.ended) return;
+        uint256 round = task.currentRound;
+        (, uint256 validateDeadline,) = lens.deadlinesOf(taskId, round);
+        if (block.timestamp < validateDeadline || market.getRound(taskId, round).checkSeed != 0) return;
+        address late = vm.addr(1000 + (actorSeed % 2));
+        if (stakes.accountOf(late).staked == 0) {
+            validators.push(late); // an honest late joiner, counted in every stake total from now on
+            vm.prank(creator);
+            token.transfer(late, 200 * TOKEN);
+            vm.startPrank(late);
+            token.approve(address(stakes), type(uint256).max);
+            stakes.stake(200 * TOKEN, IStakeManager.Role.Validator);
+            market.joinTask(taskId, 100 * TOKEN);
+            vm.stopPrank();
+        }
+        vm.roll(block.number + 3);
+        vm.prank(late);
+        market.fixCheckSeed(taskId, "");
+        if (market.getRound(taskId, round).checkSeed != 0) ++ghost_lateSeeds;
     }
 
     function _checkSeedIsItsBlocks(uint256 round) internal {
         ITaskMarket.Round memory rd = market.getRound(taskId, round);
         if (rd.checkSeed == 0 || ghost_seedChecked[round]) return;
         ghost_seedChecked[round] = true;
-        if (rd.checkSeed != keccak256(abi.encode(blockhash(rd.seedBlock), taskId, round, "check"))) {
+        if (rd.checkSeed != keccak256(abi.encode(_mixOf(rd.seedBlock), taskId, round, "check"))) {
             ++ghost_steeredSeeds;
         }
     }

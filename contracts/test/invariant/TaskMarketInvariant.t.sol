@@ -55,6 +55,14 @@ contract TaskMarketInvariantTest is Test {
         assertEq(handler.ghost_steeredSeeds(), 0, "a check seed not from its requested block");
     }
 
+    /// Unverified stays unverified: once a round's validate deadline passed without a check seed (the
+    /// campaign's warps skip past it), a validator that joins then (`joinLate`, a cheat's sybil in the attack)
+    /// cannot fix one, so the round is finalised unverified and nothing in it is paid or slashed. Broken by:
+    /// letting `fixCheckSeed` seed a round past its validate deadline (mutant "late-seed").
+    function invariant_unverifiedStaysUnverified() public view {
+        assertEq(handler.ghost_lateSeeds(), 0, "a check seed fixed after its round's validate deadline");
+    }
+
     /// Property 2, paid at most once: a settled submission never settles again.
     /// Removing `sub.settled = true` (mutant "resettle") is not reached by this campaign: the stake
     /// lock and the round's remaining units refuse most second settlements on their own. The state

@@ -21,6 +21,7 @@ interface Vm {
     function prevrandao(bytes32 value) external;
     function snapshotState() external returns (uint256 snapshotId);
     function revertToState(uint256 snapshotId) external returns (bool success);
+    function setBlockhash(uint256 blockNumber, bytes32 blockHash) external;
 }
 
 /// @dev Assertions that revert with a message, which is how forge marks a test failed.
