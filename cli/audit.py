@@ -359,6 +359,7 @@ def dispute(
         state = crucible.submission(value)
         if state.disputed:
             raise ConfigError(f"submission {hex(value)} is already disputed")
+        crucible.require_committee(value)
         round_index = audit.round_index
         deadlines = crucible.deadlines(task_id, round_index)
         now = crucible.chain.now()
@@ -375,7 +376,7 @@ def dispute(
         stderr.print(
             f"Dispute submission {hex(value)} ({audit.outcome} on chain; re-run: {failed}).\n"
             f"Evidence {evidence_cid}. Bond {format_tokens(bond, crucible.decimals, crucible.symbol)} "
-            f"from {signer.address}, returned if the committee upholds the dispute."
+            f"from {signer.address}, returned only if the committee upholds the dispute."
         )
         confirm_or_abort("Send the dispute?", yes)
         receipt = crucible.dispute(signer, value)

@@ -21,8 +21,9 @@ from protocol.chain.params import (
     ONE,
     PPM,
     TaskParams,
-    caught_chance,
     least_deterrent_slash,
+    least_dispute_bond,
+    max_round_fee,
     max_submission_reward,
 )
 from protocol.errors import ConfigError
@@ -33,6 +34,30 @@ app = typer.Typer(no_args_is_help=True, help="Create, list, show, finalise and r
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 ACCOUNT = typer.Option("dev0", "--account", help="devN, env, a keystore name or address.")
 YES = typer.Option(False, "--yes", help="Do not ask before sending.")
+
+
+def default_dispute_bond(
+    colluding_ppm: int,
+    validators_per_check: int,
+    bounty_wei: int,
+    rounds: int,
+    fee_bps: int,
+    slash_wei: int,
+    validator_slash_wei: int,
+    unit_wei: int,
+) -> int:
+    """The least dispute bond with which no appeal pays (`least_dispute_bond`), rounded up to whole tokens; the
+    validator slash where the numbers are out of range (the parameter check then names them)."""
+    if not (1 <= validators_per_check <= MAX_COMMITTEE and colluding_ppm <= MAX_COLLUDING_SHARE_PPM and rounds >= 1):
+        return validator_slash_wei
+    gain = (
+        max_submission_reward(bounty_wei, rounds, fee_bps)
+        + slash_wei
+        + validators_per_check * validator_slash_wei
+        + max_round_fee(bounty_wei, rounds, fee_bps)
+    )
+    least = least_dispute_bond(colluding_ppm, validators_per_check, gain, validator_slash_wei)
+    return -(-least // unit_wei) * unit_wei
 
 
 @app.command()
@@ -56,7 +81,11 @@ def create(
     validator_slash: str = typer.Option(
         None, "--validator-slash", help="Slash of a validator whose vote lost (default: slash / 10)."
     ),
-    dispute_bond: str = typer.Option(None, "--dispute-bond", help="Bond of a dispute (default: slash / 10)."),
+    dispute_bond: str = typer.Option(
+        None,
+        "--dispute-bond",
+        help="Bond of a dispute, lost unless upheld (default: the least with which no appeal pays, whole tokens).",
+    ),
     validator_fee: float = typer.Option(0.1, "--validator-fee", help="Share of each round's budget for validators."),
     finder_share: float = typer.Option(
         0.5, "--finder-share", help="Share of a slash paid to those who found the fault."
@@ -102,15 +131,24 @@ def create(
         raise ConfigError(f"--rounds must be at least 1, got {rounds}")
     sample_ppm = fraction(sample_rate, "--sample-rate", PPM, allow_zero=False)
     fee_bps = fraction(validator_fee, "--validator-fee", BPS)
-    max_reward = max_submission_reward(bounty_wei, rounds, fee_bps)
     colluding_ppm = fraction(colluding_share, "--colluding-share", PPM)
+    finder_bps = fraction(finder_share, "--finder-share", BPS)
+    unit = 10**decimals
     if slash is None:
         # Out-of-range numbers get the default a valid one would; the parameter check below names them.
         per_check = validators_per_check if 1 <= validators_per_check <= MAX_COMMITTEE else 1
-        caught = caught_chance(sample_ppm, min(colluding_ppm, MAX_COLLUDING_SHARE_PPM), per_check)
-        slash_wei = least_deterrent_slash(caught, max_reward, 10**decimals)
+        slash_wei = least_deterrent_slash(
+            sample_ppm,
+            min(colluding_ppm, MAX_COLLUDING_SHARE_PPM),
+            per_check,
+            finder_bps,
+            max_submission_reward(bounty_wei, rounds, fee_bps),
+            max_round_fee(bounty_wei, rounds, fee_bps),
+            unit,
+        )
     else:
         slash_wei = cli.tokens(slash, "slash")
+    validator_slash_wei = cli.tokens(validator_slash, "validator slash") if validator_slash else slash_wei // 10
     min_stake_wei = cli.tokens(min_stake, "min stake") if min_stake is not None else slash_wei
     try:
         params = TaskParams(
@@ -119,14 +157,27 @@ def create(
             sample_rate_ppm=sample_ppm,
             validators_per_check=validators_per_check,
             validator_fee_bps=fee_bps,
-            finder_share_bps=fraction(finder_share, "--finder-share", BPS),
+            finder_share_bps=finder_bps,
             slash_wei=slash_wei,
-            validator_slash_wei=cli.tokens(validator_slash, "validator slash") if validator_slash else slash_wei // 10,
+            validator_slash_wei=validator_slash_wei,
             min_trainer_stake_wei=min_stake_wei,
             min_validator_stake_wei=(
                 cli.tokens(min_validator_stake, "min validator stake") if min_validator_stake else min_stake_wei // 10
             ),
-            dispute_bond_wei=cli.tokens(dispute_bond, "dispute bond") if dispute_bond else slash_wei // 10,
+            dispute_bond_wei=(
+                cli.tokens(dispute_bond, "dispute bond")
+                if dispute_bond
+                else default_dispute_bond(
+                    colluding_ppm,
+                    validators_per_check,
+                    bounty_wei,
+                    rounds,
+                    fee_bps,
+                    slash_wei,
+                    validator_slash_wei,
+                    unit,
+                )
+            ),
             max_work_units=max_work_units,
             submit_window_s=submit_window,
             validate_window_s=validate_window,
@@ -146,16 +197,18 @@ def create(
     reward_text = format_tokens(params.max_reward_wei, decimals, symbol)
     shown_ratio = f"{ratio:.3f}" if ratio != float("inf") else "unbounded"
     caught = params.caught / (PPM * ONE)
+    expected = format_tokens(round(abs(params.expected_cheat_gain_wei)), decimals, symbol)
     summary = (
         f"deterrence {shown_ratio} (at least 1 passes): a cheat is caught with probability q = {caught:.3f} "
         f"(checked with p = {sample_rate:g}, and honest validators hold most of its {validators_per_check} "
-        f"positions while up to {colluding_share:.1%} of validator stake colludes) and then loses S = {slash_text}; "
-        f"uncaught it earns at most R = {reward_text}; q*S / ((1-q)*R) >= 1 makes cheating a losing bet"
+        f"positions while up to {colluding_share:.1%} of validator stake colludes) and then loses up to "
+        f"S = {slash_text} (less the finder's share its colluders take back); uncaught it earns at most "
+        f"R = {reward_text}; over the whole game, appeal included, a cheat expects "
+        f"{'to lose' if params.expected_cheat_gain_wei <= 0 else 'to GAIN'} {expected}"
     )
     if not params.deters:
         raise ConfigError(
-            f"{summary}; below 1 cheating would pay: raise --slash or --sample-rate, or lower --colluding-share "
-            "(nothing sent)"
+            f"{summary}; cheating would pay: raise --slash or --sample-rate, or lower --colluding-share (nothing sent)"
         )
     signer = cli.signer(account)
     crucible.require_balance(signer.address, bounty_wei, "bounty")
@@ -408,16 +461,19 @@ def finalise(
         raise ConfigError(f"round {round_index} of task {task_id} has {state.open_disputes} dispute(s) open")
     signer = cli.signer(account)
     confirm_or_abort(f"Finalise round {round_index} of task {task_id}?", yes)
-    if state.submission_count and state.check_seed == bytes(32):
-        # Settling draws from the check seed, which nobody fixed: request it, wait for its block, fix it.
-        with stderr.status(f"fixing round {round_index}'s check seed (from a block still to come)"):
-            crucible.fix_check_seed_now(signer, task_id)
+    # A round whose check seed was not fixed by its validate deadline was never checked: the market
+    # finalises it unverified (nothing in it paid or slashed), whoever fixes a seed now.
+    unverified = bool(state.submission_count) and state.check_seed == bytes(32)
     crucible.finalise_round(signer, task_id)
     ended = crucible.task(task_id).ended
     if json_output:
-        emit_json({"task_id": task_id, "round": round_index, "task_ended": ended})
+        emit_json({"task_id": task_id, "round": round_index, "task_ended": ended, "unverified": unverified})
     else:
-        stdout.print(f"finalised round {round_index} of task {task_id}" + ("; the task has ended" if ended else ""))
+        stdout.print(
+            f"finalised round {round_index} of task {task_id}"
+            + (" unverified: its check never started, nothing in it is paid or slashed" if unverified else "")
+            + ("; the task has ended" if ended else "")
+        )
 
 
 @app.command()

@@ -347,6 +347,11 @@ class Validator(Participant):
             if state.disputed:
                 self._committee_duty(submission, event, spec)
             elif self._should_dispute(submission, state):
+                try:
+                    self.crucible.require_committee(submission)
+                except ConfigError as refusal:
+                    self.reporter.event("cannot_dispute", submission=str(submission), reason=str(refusal))
+                    continue
                 challenge = self.crucible.deadlines(task_id, round_index).challenge
                 if not self.lands_before(challenge, "dispute", submission=str(submission)):
                     continue
@@ -373,6 +378,17 @@ class Validator(Participant):
         dispute = self.crucible.dispute_state(submission)
         if not dispute.open:
             return
+        if dispute.seed == bytes(32):
+            # Fix the committee's seed from its block's prevrandao, or move a block whose hash is gone: no
+            # dispute is left without a committee by neglect.
+            with self.racing("fix_dispute_seed", submission=str(submission)):
+                if self.crucible.fix_dispute_seed(self.signer, submission) is not None:
+                    moved = self.crucible.dispute_state(submission)
+                    self.reporter.event(
+                        "dispute_seed_fixed" if moved.seed != bytes(32) else "dispute_block_moved",
+                        submission=str(submission),
+                        block=moved.seed_block,
+                    )
         committee = self.crucible.dispute_committee(submission)
         now = self.crucible.chain.now()
         if (
@@ -384,8 +400,9 @@ class Validator(Participant):
         ):
             self._vote_dispute(submission, event, spec, dispute.deadline)
         voted = len(self.crucible.events("TaskMarket", "DisputeVoted", submissionId=submission))
-        # One vote per member, however many of the committee's positions it holds.
-        if committee and (voted == len(set(committee)) or now >= dispute.deadline):
+        # One vote per member, however many of the committee's positions it holds; a dispute without a seed
+        # resolves at its deadline too (not upheld: its bond goes to the task).
+        if (committee and voted == len(set(committee))) or now >= dispute.deadline:
             with self.racing("resolve_dispute", submission=str(submission)):
                 self.crucible.resolve_dispute(self.signer, submission)
                 resolved = self.crucible.dispute_state(submission)

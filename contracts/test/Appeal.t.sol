@@ -102,6 +102,18 @@ contract AppealTest is BaseTest {
         p.minTrainerStake = p.slashAmount;
         p.disputeBond = uint96(2200 * TOKEN);
         _createTask(p);
+        // The finder's share alone, no fees: all of it to the finders, R = 1000. The old rule's least slash was
+        // 1700; at 1800 a cheat still expects 17/27 1000 - 1/2 (8/27 + 12/27 2/3) 1800 = +96.
+        p.validatorFeeBps = 0;
+        p.finderShareBps = 10_000;
+        p.slashAmount = uint96(1800 * TOKEN);
+        p.minTrainerStake = p.slashAmount;
+        p.disputeBond = uint96(2500 * TOKEN);
+        vm.prank(creator);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITaskMarket.MarketDeterrenceTooLow.selector, 500_000, p.slashAmount, 1000 * TOKEN)
+        );
+        market.createTask(p, "m", "e");
     }
 
     /// Hole 4, an unverified round turned verified after its windows: with fewer validators than a check needs

@@ -54,33 +54,11 @@ def aggregator_positions(check_seed: bytes, seat_stake: int, per_check: int) -> 
     return positions(keccak(encode(["bytes32", "string"], [check_seed, "aggregate"])), seat_stake, per_check)
 
 
-def committee_positions(
-    dispute_seed: bytes, members: list[Member], seat_stake: int, assigned: list[int], per_check: int
-) -> list[int]:
-    """Positions of a dispute's committee (`Seats.committee`): a fresh draw over the round's seat stake outside
-    the ranges of the validators holding the submission's `assigned` positions (none when it was not
-    sampled; no positions when they hold all of it). Position j is keccak(seed, j) mod (the stake left),
-    moved past each excluded range that starts at or below it. `members`: the round's first
-    `validator_count`."""
-    starts = [member.start for member in members]
-    ranges = set()
-    for position in assigned:
-        index = bisect_right(starts, position) - 1
-        end = starts[index + 1] if index + 1 < len(members) else seat_stake
-        ranges.add((starts[index], end))
-    excluded = sorted(ranges)
-    left = seat_stake - sum(end - start for start, end in excluded)
-    if left == 0:
-        return []  # nobody is left to judge: the market refuses the dispute (MarketNoCommittee)
-    drawn = positions(dispute_seed, left, per_check)
-    for start, end in excluded:
-        drawn = [position + (end - start) if position >= start else position for position in drawn]
-    return drawn
-
-
-def dispute_seed(filed_block_hash: bytes, submission: int) -> bytes:
-    """A dispute's committee seed: keccak(hash of the block that included the dispute, id, "dispute")."""
-    return keccak(encode(["bytes32", "uint256", "string"], [filed_block_hash, submission, "dispute"]))
+def committee_positions(dispute_seed: bytes, seat_stake: int, per_check: int) -> list[int]:
+    """Positions of a dispute's committee (`Draws.committee`): `per_check` drawn over the round's whole seat
+    stake from the dispute's seed, like every other committee (the validators who checked the submission are
+    drawn like anyone else). A verdict needs more than half of all of them."""
+    return positions(dispute_seed, seat_stake, per_check)
 
 
 def bits_within(drawn: list[int], start: int, stake: int) -> int:

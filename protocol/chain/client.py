@@ -17,6 +17,7 @@ from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment
 from protocol.chain.ids import checkpoint_digests, submission_id
 from protocol.chain.params import TaskParams
+from protocol.chain.seeds import HASH_HORIZON, header_rlp
 from protocol.errors import ChainError, ConfigError
 from protocol.values import checked_address, checked_cid, format_tokens
 
@@ -99,12 +100,12 @@ class RoundState:
     open_disputes: int
     checkpoint_epoch: int
     finalised: bool
-    unverified: bool  # finalised with too few validators to check it: nothing paid, nothing slashed
+    unverified: bool  # finalised without a check seed fixed by its validate deadline: nothing paid or slashed
     included_units: int
     attest_count: int
     checks_remaining: int
     units_remaining: int
-    seed_block: int  # the block whose hash will be the check seed (0: not requested yet)
+    seed_block: int  # the block whose prevrandao will be the check seed (0: not requested yet)
     seat_stake: int  # the seat stake the round's draws share out (snapshot with validator_count)
     checkpoint_at: int  # for a round opened ahead: when its checkpoint was fixed (0: opened on it, or not yet)
     trainer_budget_remaining: int
@@ -132,7 +133,7 @@ class DisputeState:
 
     disputer: str
     bond: int
-    filed_block: int
+    seed_block: int  # the block whose prevrandao will seed the committee
     deadline: int
     voted_mask: int
     valid_mask: int
@@ -283,22 +284,35 @@ class Crucible:
         return self.chain.transact(self.market.functions.openNextRound(task_id), signer)
 
     def fix_check_seed(self, signer: Signer, task_id: int) -> TxReceipt:
-        """For every live round past its submission window: requests its check seed from a block ahead, or
-        fixes it once that block exists."""
-        return self.chain.transact(self.market.functions.fixCheckSeed(task_id), signer)
+        """For every live round past its submission window and before its validate deadline: requests its check
+        seed from a block ahead, or fixes it from that block's prevrandao once the block exists (its header is
+        sent; the oldest round waiting for one is served first)."""
+        return self.chain.transact(self.market.functions.fixCheckSeed(task_id, self._seed_header(task_id)), signer)
 
-    def fix_check_seed_now(self, signer: Signer, task_id: int, timeout_s: float = 600.0) -> None:
-        """Requests the current round's check seed if nobody did, waits for the block it names (the chain's
-        own blocks: three intervals or so) and fixes it. ChainError when no block comes in `timeout_s`."""
-        round_index = self.task(task_id).current_round
-        deadline = time.monotonic() + timeout_s
-        while (state := self.round(task_id, round_index)).check_seed == bytes(32):
-            if not state.seed_block or self.chain.block_number() > state.seed_block:
-                self.fix_check_seed(signer, task_id)
-                continue
-            if time.monotonic() > deadline:
-                raise ChainError(f"no block past {state.seed_block} within {timeout_s:.0f} s: is the chain mining?")
-            time.sleep(min(1.0, self.chain.block_interval_s() / 2))
+    def _seed_header(self, task_id: int) -> bytes:
+        """The header of the block the oldest live round waits for (mined, hash still known), else empty."""
+        task = self.task(task_id)
+        head = self.chain.block_number()
+        for round_index in range(task.current_round, task.open_round + 1):
+            state = self.round(task_id, round_index)
+            if state.check_seed == bytes(32) and state.seed_block and 0 < head - state.seed_block <= HASH_HORIZON:
+                return self.block_header(state.seed_block)
+        return b""
+
+    def block_header(self, number: int) -> bytes:
+        """The RLP header of block `number`, checked against its hash (`protocol/chain/seeds.py`)."""
+        return header_rlp(self.chain.w3.eth.get_block(number))
+
+    def fix_dispute_seed(self, signer: Signer, submission: int) -> TxReceipt | None:
+        """Fixes a dispute's committee seed from its seed block's header, or — when that block's hash is gone —
+        moves the seed block ahead (the block-moving call). None while the seed block is still to come or the
+        seed is fixed already."""
+        state = self.dispute_state(submission)
+        head = self.chain.block_number()
+        if not state.open or state.seed != bytes(32) or head <= state.seed_block:
+            return None
+        header = self.block_header(state.seed_block) if head - state.seed_block <= HASH_HORIZON else b""
+        return self.chain.transact(self.market.functions.fixDisputeSeed(submission, header), signer)
 
     def attest(self, signer: Signer, submission: int, valid: bool, evidence_cid: str) -> TxReceipt:
         """Attests an assigned submission."""
@@ -312,6 +326,18 @@ class Crucible:
         self.require_balance(signer.address, bond, "dispute bond")
         self.ensure_allowance(signer, self.market.address, bond)
         return self.chain.transact(self.market.functions.dispute(submission), signer)
+
+    def require_committee(self, submission: int) -> None:
+        """ConfigError, in one line, when no sound committee could judge a dispute on `submission`: its round's
+        check never started (no check seed by its validate deadline), so the round is unverified and the market
+        refuses the dispute (`MarketNoCommittee`)."""
+        task_id, round_index = submission >> 192, (submission >> 160) & 0xFFFFFFFF
+        if self.round(task_id, round_index).check_seed == bytes(32):
+            raise ConfigError(
+                f"no committee can judge a dispute on submission {hex(submission)}: task {task_id} round "
+                f"{round_index} was never checked (no check seed by its validate deadline), so it ends unverified "
+                "and nothing in it is paid or slashed (nothing sent)"
+            )
 
     def vote_dispute(self, signer: Signer, submission: int, valid: bool, evidence_cid: str) -> TxReceipt:
         """Votes as a dispute committee member."""

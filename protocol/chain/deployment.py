@@ -9,6 +9,7 @@ from pathlib import Path
 
 from protocol.accounts import Signer
 from protocol.chain.connection import Chain
+from protocol.chain.contracts import artifact
 from protocol.config import DEPLOYMENTS_DIR
 from protocol.errors import ChainError, ConfigError
 from protocol.values import checked_address
@@ -73,8 +74,9 @@ def deploy(
     token_holders: tuple[str, ...] = (),
     unbonding_period_s: int = DEFAULT_UNBONDING_S,
 ) -> Deployment:
-    """Deploys StakeManager, the Params and Seats libraries, TaskMarket (linked to them) and its lens (and a
+    """Deploys StakeManager, the market's libraries, TaskMarket (linked to them) and its lens (and a
     DevToken minted to `token_holders` when no `token` is given), binds them, and returns the address book."""
+    require_prevrandao(chain)
     dev_token: str | None = None
     if token is None:
         holders = token_holders or (deployer.address,)
@@ -88,9 +90,9 @@ def deploy(
         first_block = None
     stakes, receipt = chain.deploy("StakeManager", deployer, token, unbonding_period_s)
     first_block = first_block if first_block is not None else receipt["blockNumber"]
-    # The creation checks and the member look-ups are external libraries (the market would not fit in 24 KiB
-    # with them inside): deployed first, their addresses linked into the market's code.
-    libraries = {name: chain.deploy(name, deployer)[0] for name in ("Params", "Seats")}
+    # The market's external libraries (disputes, parameters, seats, seeds, budgets: the market would not fit in
+    # 24 KiB with them inside), each deployed once, linked into whatever calls it, leaves first.
+    libraries = deploy_libraries(chain, deployer, "TaskMarket", {})
     market, _ = chain.deploy("TaskMarket", deployer, token, stakes, libraries=libraries)
     chain.transact(chain.contract("StakeManager", stakes).functions.bindMarket(market), deployer)
     lens, _ = chain.deploy("TaskMarketLens", deployer, market)
@@ -104,6 +106,31 @@ def deploy(
         deployBlock=first_block,
         unbondingPeriodSeconds=unbonding_period_s,
     )
+
+
+def require_prevrandao(chain: Chain) -> None:
+    """Refuses a chain whose blocks carry no prevrandao (a constant `mixHash`): the market's seeds would be
+    known in advance there (docs/contracts.md, 'Where the seeds come from'). ConfigError naming it."""
+    head = chain.block_number()
+    if head < 1:
+        return  # one block only: nothing to compare yet
+    mixes = {chain.w3.eth.get_block(number)["mixHash"] for number in (head - 1, head)}
+    if len(mixes) == 1:
+        raise ConfigError(
+            f"chain {chain.chain_id} gives two blocks the same prevrandao ({mixes.pop().hex()}): "
+            "Crucible's check seeds need a chain whose blocks carry fresh randomness (post-merge Ethereum, "
+            "an OP Stack L2, a devnet)"
+        )
+
+
+def deploy_libraries(chain: Chain, deployer: Signer, name: str, deployed: dict[str, str]) -> dict[str, str]:
+    """Deploys every library `name` links (and the libraries they link, first) that `deployed` (name -> address)
+    does not hold yet, adding each; returns `deployed`."""
+    for library in artifact(name).links:
+        if library not in deployed:
+            deploy_libraries(chain, deployer, library, deployed)
+            deployed[library] = chain.deploy(library, deployer, libraries=deployed)[0]
+    return deployed
 
 
 def is_live(chain: Chain, deployment: Deployment) -> bool:

@@ -17,10 +17,19 @@ MAX_COMMITTEE = 16  # Params.MAX_COMMITTEE
 MAX_STALENESS = 8  # Params.MAX_STALENESS: the most rounds a submission's base may lag its round
 
 
+def largest_round(bounty_wei: int, rounds: int) -> int:
+    """The largest round's budget: the last round takes the bounty's rounding remainder (`Payouts.largestRound`)."""
+    return bounty_wei - (bounty_wei // rounds) * (rounds - 1)
+
+
+def max_round_fee(bounty_wei: int, rounds: int, validator_fee_bps: int) -> int:
+    """The most one round pays its validators in fees: the largest round's fee budget."""
+    return largest_round(bounty_wei, rounds) * validator_fee_bps // BPS
+
+
 def max_submission_reward(bounty_wei: int, rounds: int, validator_fee_bps: int) -> int:
     """Returns the most one submission can earn: the largest round's trainer budget."""
-    last_round = bounty_wei - (bounty_wei // rounds) * (rounds - 1)
-    return last_round - last_round * validator_fee_bps // BPS
+    return largest_round(bounty_wei, rounds) - max_round_fee(bounty_wei, rounds, validator_fee_bps)
 
 
 ONE = 10**18  # Params.ONE: the fixed-point unit of probabilities
@@ -37,16 +46,26 @@ def _power(x: int, n: int) -> int:
     return result
 
 
+def majority(colluding_ppm: int, per_check: int, finder_bps: int = 0, slash_wei: int = 0) -> tuple[int, int]:
+    """`Params.majority` bit for bit: over the draws where more than half of `per_check` positions are honest
+    (each a colluder's with chance `colluding_ppm` / 1e6 on its own), their chance in units of ONE, and the
+    expected slash a caught cheat loses there, in ONE * wei, when its colluding positions take their share of
+    the finder's share back. Every term rounded down, as the chain rounds it."""
+    c = colluding_ppm * (ONE // PPM)
+    chance, kept, choose, h = 0, 0, 1, per_check
+    while 2 * h > per_check:
+        term = choose * (_power(ONE - c, h) * _power(c, per_check - h) // ONE)
+        chance += term
+        kept += term * (slash_wei * per_check * BPS - finder_bps * slash_wei * (per_check - h)) // (per_check * BPS)
+        choose = choose * h // (per_check - h + 1)
+        h -= 1
+    return chance, kept
+
+
 def honest_majority(colluding_ppm: int, per_check: int) -> int:
     """The chance, in units of ONE rounded down as `Params.honestMajority` rounds it, that more than half of
     `per_check` positions are honest when each is a colluder's with chance `colluding_ppm` / 1e6 on its own."""
-    c = colluding_ppm * (ONE // PPM)
-    chance, choose, h = 0, 1, per_check
-    while 2 * h > per_check:
-        chance += choose * (_power(ONE - c, h) * _power(c, per_check - h) // ONE)
-        choose = choose * h // (per_check - h + 1)
-        h -= 1
-    return chance
+    return majority(colluding_ppm, per_check)[0]
 
 
 def caught_chance(sample_rate_ppm: int, colluding_ppm: int, per_check: int) -> int:
@@ -54,21 +73,61 @@ def caught_chance(sample_rate_ppm: int, colluding_ppm: int, per_check: int) -> i
     return sample_rate_ppm * honest_majority(colluding_ppm, per_check)
 
 
-def deterrence_ratio(caught: int, slash_wei: int, max_reward_wei: int) -> float:
-    """Returns q*S / ((1-q)*R) for `caught` = q in PPM * ONE (infinite when nothing can be won)."""
-    gain = (PPM * ONE - caught) * max_reward_wei
-    return caught * slash_wei / gain if gain else float("inf")
+def cheat_gain_and_loss(
+    sample_rate_ppm: int,
+    colluding_ppm: int,
+    per_check: int,
+    finder_bps: int,
+    slash_wei: int,
+    max_reward_wei: int,
+    max_fee_wei: int,
+) -> tuple[int, int]:
+    """A cheat's expected gain and loss over the whole game in PPM * ONE * wei (`Params.deters`):
+    gain `(1 - p h) R + p c F`, loss `p * sum_{j < k/2} P(j) S (1 - f j / k)`."""
+    honest, kept = majority(colluding_ppm, per_check, finder_bps, slash_wei)
+    gain = (PPM * ONE - sample_rate_ppm * honest) * max_reward_wei
+    gain += sample_rate_ppm * colluding_ppm * (ONE // PPM) * max_fee_wei
+    return gain, sample_rate_ppm * kept
 
 
-def least_deterrent_slash(caught: int, max_reward_wei: int, unit_wei: int) -> int:
-    """Returns the smallest slash, in whole units of `unit_wei`, with q*S >= (1-q)*R (at least one unit)."""
-    least = -(-(PPM * ONE - caught) * max_reward_wei // caught) if caught else 0
-    return max(unit_wei, -(-least // unit_wei) * unit_wei)
+def least_deterrent_slash(
+    sample_rate_ppm: int,
+    colluding_ppm: int,
+    per_check: int,
+    finder_bps: int,
+    max_reward_wei: int,
+    max_fee_wei: int,
+    unit_wei: int,
+) -> int:
+    """The smallest slash, in whole units of `unit_wei` (at least one), at which a cheat's expected gain over the
+    whole game is at most zero; UINT96_MAX + 1 rounded up when none below the uint96 ceiling does."""
+
+    def deters_at(slash_wei: int) -> bool:
+        gain, loss = cheat_gain_and_loss(
+            sample_rate_ppm, colluding_ppm, per_check, finder_bps, slash_wei, max_reward_wei, max_fee_wei
+        )
+        return loss >= gain
+
+    low, high = 1, -(-(UINT96_MAX + 1) // unit_wei)  # in units: the least that deters is in [low, high]
+    if not deters_at(high * unit_wei):
+        return high * unit_wei
+    while low < high:
+        middle = (low + high) // 2
+        if deters_at(middle * unit_wei):
+            high = middle
+        else:
+            low = middle + 1
+    return low * unit_wei
 
 
-def deters(caught: int, slash_wei: int, max_reward_wei: int) -> bool:
-    """Whether q*S >= (1-q)*R, in exact integers as the chain checks it."""
-    return caught * slash_wei >= (PPM * ONE - caught) * max_reward_wei
+def least_dispute_bond(colluding_ppm: int, per_check: int, overturn_gain_wei: int, validator_slash_wei: int) -> int:
+    """`Params.leastDisputeBond`: the least bond with which no appeal pays. A committee of `per_check` positions
+    drawn over the whole seat stake overturns for a colluding side with chance at most `1 - h`; overturning
+    moves at most `overturn_gain_wei` to that side: `B >= (1 - h) G / h`, rounded up, and at least the
+    validator slash."""
+    honest = honest_majority(colluding_ppm, per_check)
+    least = ((ONE - honest) * overturn_gain_wei + honest - 1) // honest
+    return max(least, validator_slash_wei)
 
 
 class TaskParams(BaseModel):
@@ -120,6 +179,11 @@ class TaskParams(BaseModel):
             )
         if self.dispute_bond_wei < self.validator_slash_wei:
             raise ValueError("the dispute bond must be at least the validator slash: a dispute risks what a vote does")
+        if self.colluding_share_ppm <= MAX_COLLUDING_SHARE_PPM and self.dispute_bond_wei < self.least_dispute_bond_wei:
+            raise ValueError(
+                f"the dispute bond must be at least {self.least_dispute_bond_wei} wei with these numbers, or "
+                "overturning a verdict would pay the colluders' side (docs/protocol.md, 'What a cheat can expect')"
+            )
         return self
 
     @property
@@ -128,19 +192,62 @@ class TaskParams(BaseModel):
         return max_submission_reward(self.bounty_wei, self.rounds, self.validator_fee_bps)
 
     @property
+    def max_fee_wei(self) -> int:
+        """The most one round pays its validators in fees."""
+        return max_round_fee(self.bounty_wei, self.rounds, self.validator_fee_bps)
+
+    @property
     def caught(self) -> int:
         """q, the chance a cheat is caught, in PPM * ONE (see `caught_chance`)."""
         return caught_chance(self.sample_rate_ppm, self.colluding_share_ppm, self.validators_per_check)
 
     @property
+    def overturn_gain_wei(self) -> int:
+        """`Params.overturnGain`: the most overturning one verdict moves to the side that overturns it."""
+        return (
+            self.max_reward_wei
+            + self.slash_wei
+            + self.validators_per_check * self.validator_slash_wei
+            + self.max_fee_wei
+        )
+
+    @property
+    def least_dispute_bond_wei(self) -> int:
+        """The least dispute bond the chain accepts with these numbers (`Params.leastDisputeBond`)."""
+        return least_dispute_bond(
+            self.colluding_share_ppm, self.validators_per_check, self.overturn_gain_wei, self.validator_slash_wei
+        )
+
+    @property
+    def gain_and_loss(self) -> tuple[int, int]:
+        """A cheat's expected gain and loss over the whole game, in PPM * ONE * wei (`cheat_gain_and_loss`)."""
+        return cheat_gain_and_loss(
+            self.sample_rate_ppm,
+            self.colluding_share_ppm,
+            self.validators_per_check,
+            self.finder_share_bps,
+            self.slash_wei,
+            self.max_reward_wei,
+            self.max_fee_wei,
+        )
+
+    @property
     def deterrence(self) -> float:
-        """q*S / ((1-q)*R), which the chain requires to be at least 1."""
-        return deterrence_ratio(self.caught, self.slash_wei, self.max_reward_wei)
+        """What a caught cheat expects to lose over what a cheat expects to win; the chain requires at least 1."""
+        gain, loss = self.gain_and_loss
+        return loss / gain if gain else float("inf")
+
+    @property
+    def expected_cheat_gain_wei(self) -> float:
+        """A cheat's expected gain over the whole game, in wei (at most zero where the chain accepts)."""
+        gain, loss = self.gain_and_loss
+        return (gain - loss) / (PPM * ONE)
 
     @property
     def deters(self) -> bool:
         """Whether the chain's deterrence check accepts these numbers."""
-        return deters(self.caught, self.slash_wei, self.max_reward_wei)
+        gain, loss = self.gain_and_loss
+        return loss >= gain
 
     @classmethod
     def from_contract(cls, struct: Mapping[str, Any]) -> TaskParams:

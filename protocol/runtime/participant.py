@@ -144,18 +144,18 @@ class Participant:
         return False
 
     def keep_round(self, round_index: int, state: RoundState, deadlines: Deadlines, now: int) -> bool:
-        """Takes the round's permissionless step nobody took yet: once the submission window closed, asks
-        for its check seed (from a block ahead) and fixes it once that block exists; after the challenge
-        window with no dispute open, finalises it when it is the current round and its aggregators had a
-        challenge window on its checkpoint (a round with submissions needs its seed first, unless too few
-        validators joined to check it: it is then finalised unverified).
+        """Takes the round's permissionless step nobody took yet: between the submission and the validate
+        deadline, asks for its check seed (from a block ahead) and fixes it once that block exists (from its
+        header's prevrandao); after the challenge window with no dispute open, finalises it when it is the
+        current round and its aggregators had a challenge window on its checkpoint (a round whose seed was not
+        fixed by its validate deadline is finalised unverified).
         Returns whether this identity sent one (False when another raced it there, or none was due)."""
         seed_due = state.check_seed == bytes(32) and state.submission_count > 0
         if seed_due and not state.seed_block and now >= deadlines.submit and self._too_few_validators():
             # Nobody could check the round: no seed to ask for. It ends unverified when its windows pass
             # (its work neither paid nor slashed), unless validators join before that.
             seed_due = False
-        if seed_due and now >= deadlines.submit and not state.finalised:
+        if seed_due and deadlines.submit <= now < deadlines.validate and not state.finalised:
             # Nothing to send while the requested block is still to come (a request names a block ahead;
             # past 256 blocks its hash is gone and the call requests another).
             if state.seed_block and self.crucible.chain.block_number() <= state.seed_block:

@@ -54,15 +54,15 @@ def fix_check_seed_where(
         task = crucible.task(task_id)
         deadline = crucible.deadlines(task_id, task.current_round).submit
         snapshot = provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
-        # The seed is the hash of a block two after the request: stacking `attempt` empty blocks first
-        # gives each try another seed block.
+        # The seed is the prevrandao of a block two after the request: stacking `attempt` empty blocks first
+        # gives each try another seed block (Anvil draws each block's prevrandao afresh).
         for _ in range(attempt):
             provider.make_request("evm_mine", [])  # type: ignore[arg-type]
         provider.make_request("evm_setNextBlockTimestamp", [deadline + attempt])  # type: ignore[arg-type]
         # The request is sent with a fixed gas limit: estimating would run at the current time, before the
         # deadline. Then blocks past the one it names, and the fix.
         w3 = crucible.chain.w3
-        transaction = crucible.market.functions.fixCheckSeed(task_id).build_transaction(
+        transaction = crucible.market.functions.fixCheckSeed(task_id, b"").build_transaction(
             {"from": keeper.address, "gas": 300_000, "nonce": w3.eth.get_transaction_count(keeper.address),
              "chainId": crucible.chain.chain_id}
         )  # fmt: skip

@@ -135,23 +135,34 @@ def test_the_chain_refuses_what_task_params_refuses(
 
 
 def test_the_deterrence_twin_agrees_with_the_chain(crucible: Crucible, dev: list[Signer]) -> None:
-    """`honest_majority` is Params.honestMajority bit for bit, and the least slash the twin finds deters on
-    chain while one token less is refused. Broken version: make the twin count ties as honest
-    (`2 * h >= per_check`) and the figures part at every even committee size."""
+    """`honest_majority` is Params.honestMajority bit for bit, the whole-game rule and the least dispute bond
+    are the lens's `deterrenceOf` bit for bit, and the least slash the twin finds deters on chain while one wei
+    less is refused. Broken version: make the twin count ties as honest (`2 * h >= per_check`) and the figures
+    part at every even committee size; drop the finder's share from `majority` and the least slash deters off
+    chain but not on it."""
     for colluding in (0, 1, 99_999, 250_000, 333_333, 499_999):
         for per_check in (1, 2, 3, 4, 7, 16):
             chain = crucible.chain.call(crucible.lens.functions.honestMajority(colluding, per_check))
             assert chain == honest_majority(colluding, per_check), (colluding, per_check)
     model, env = cid_of_bytes(b"model"), cid_of_bytes(b"env")
     base = demo_task_params(sample_rate_ppm=400_000, colluding_share_ppm=200_000, validators_per_check=4)
-    least = least_deterrent_slash(base.caught, base.max_reward_wei, 1)
+    least = least_deterrent_slash(
+        base.sample_rate_ppm, 200_000, 4, base.finder_share_bps, base.max_reward_wei, base.max_fee_wei, 1
+    )
     at_least = base.model_copy(update={"slash_wei": least, "min_trainer_stake_wei": least})
+    at_least = at_least.model_copy(update={"dispute_bond_wei": at_least.least_dispute_bond_wei})
+    chain_bond, chain_deters = crucible.chain.call(crucible.lens.functions.deterrenceOf(at_least.as_contract_tuple()))
+    assert (chain_bond, chain_deters) == (at_least.least_dispute_bond_wei, True)
     assert at_least.deters and crucible.create_task(dev[0], at_least, model, env) > 0
     below = at_least.model_copy(update={"slash_wei": least - 1})
     assert not below.deters
     with pytest.raises(ContractRevert) as caught:
         crucible.create_task(dev[0], below, model, env)
     assert caught.value.name == "MarketDeterrenceTooLow"
+    cheap = at_least.model_copy(update={"dispute_bond_wei": at_least.least_dispute_bond_wei - 1})
+    with pytest.raises(ContractRevert) as caught:
+        crucible.create_task(dev[0], cheap, model, env)
+    assert caught.value.name == "MarketParameterBelow" and caught.value.args[0] == "disputeBond"
 
 
 def test_reverted_view_decoded(crucible: Crucible) -> None:

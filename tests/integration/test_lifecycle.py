@@ -19,12 +19,12 @@ from protocol.chain.assignment import (
     aggregator_positions,
     assigned_positions,
     committee_positions,
-    dispute_seed,
     holders,
 )
 from protocol.chain.client import Crucible, Role
 from protocol.chain.ids import commitment, decode_submission_id, submission_id
 from protocol.chain.params import demo_task_params
+from protocol.chain.seeds import check_seed, dispute_seed
 from protocol.errors import ContractRevert
 
 pytestmark = pytest.mark.integration
@@ -267,9 +267,10 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
 
 def test_the_draw_twin_is_the_market_bit_for_bit(crucible: Crucible, dev: list[Signer]) -> None:
     """protocol/chain/assignment.py against the market's own draws (TaskMarketLens, Seats) on the devnet, with
-    seats of unequal stake: every check's holders, the aggregators and a dispute's committee outside the
-    assigned validators. Broken version: make `holders` bisect with `bisect_left` (a position at a range's
-    first unit then goes to the member before) or drop the skip in `committee_positions`."""
+    seats of unequal stake: every check's holders, the aggregators, the check seed from the seed block's
+    prevrandao and a dispute's committee over the whole seat stake. Broken version: make `holders` bisect with
+    `bisect_left` (a position at a range's first unit then goes to the member before), or take the seed from
+    the block's hash in `seeds.check_seed`'s caller below."""
     task_id = crucible.create_task(dev[0], PARAMS, cid("model"), cid("env"))
     for trainer in dev[1:4]:
         crucible.stake(trainer, 1000 * TOKEN, Role.TRAINER)
@@ -280,6 +281,8 @@ def test_the_draw_twin_is_the_market_bit_for_bit(crucible: Crucible, dev: list[S
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
     devnet.fix_check_seed(crucible, dev[0], task_id)
     state = crucible.round(task_id, 0)
+    mix = bytes(crucible.chain.w3.eth.get_block(state.seed_block)["mixHash"])
+    assert state.check_seed == check_seed(mix, task_id, 0)
     members = crucible.members_of(task_id)[: state.validator_count]
     assert state.seat_stake == 1000 * TOKEN and [m.start for m in members] == [
         s * TOKEN for s in (0, 100, 350, 450, 850)
@@ -296,9 +299,11 @@ def test_the_draw_twin_is_the_market_bit_for_bit(crucible: Crucible, dev: list[S
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
     disputed = ids[0]
     crucible.dispute(dev[9], disputed)
-    devnet.advance_time(crucible.chain, 1)
-    filed = crucible.chain.w3.eth.get_block(crucible.dispute_state(disputed).filed_block)["hash"]
-    assigned = assigned_positions(state.check_seed, disputed, state.seat_stake, k)
-    committee = committee_positions(dispute_seed(bytes(filed), disputed), members, state.seat_stake, assigned, k)
+    seed_block = crucible.dispute_state(disputed).seed_block
+    while crucible.chain.block_number() <= seed_block:
+        devnet.advance_time(crucible.chain, 1)
+    crucible.fix_dispute_seed(dev[9], disputed)
+    mix = bytes(crucible.chain.w3.eth.get_block(seed_block)["mixHash"])
+    assert crucible.dispute_state(disputed).seed == dispute_seed(mix, disputed)
+    committee = committee_positions(dispute_seed(mix, disputed), state.seat_stake, k)
     assert holders(members, committee) == crucible.dispute_committee(disputed)
-    assert not set(crucible.dispute_committee(disputed)) & set(crucible.assigned_validators(disputed))

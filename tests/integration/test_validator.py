@@ -26,7 +26,6 @@ from protocol.chain.assignment import (
     aggregator_positions,
     assigned_positions,
     committee_positions,
-    dispute_seed,
     holders,
     is_sampled,
 )
@@ -34,6 +33,7 @@ from protocol.chain.client import Crucible, Role
 from protocol.chain.deployment import Deployment
 from protocol.chain.ids import submission_id
 from protocol.chain.params import demo_task_params
+from protocol.chain.seeds import dispute_seed
 from protocol.ml.aggregation import publish_next_checkpoint
 from protocol.ml.envs.spec import default_spec
 from protocol.ml.model import load_checkpoint
@@ -280,17 +280,14 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     # Broken version for the dispute: NodeOptions.disputes_rejections returning False → no dispute, the
     # honest submission stays rejected and `resolved[honest_id]` raises KeyError.
     resolved = {int(e["submissionId"]): e for e in crucible.events("TaskMarket", "DisputeResolved")}
-    # Committees as protocol/chain/assignment.py draws them: the market's, drawn by seat stake outside the
-    # validators assigned to the submission.
+    # Committees as protocol/chain/assignment.py draws them: the market's, drawn by seat stake over the whole
+    # seat stake from the prevrandao of the block each dispute named, whose seed a validator fixed.
     state = crucible.round(task_id, 0)
     members = crucible.members_of(task_id)[: state.validator_count]
     for sid in (honest_id, cheat_id):
-        filed = crucible.chain.w3.eth.get_block(crucible.dispute_state(sid).filed_block)["hash"]
-        assigned = assigned_positions(state.check_seed, sid, state.seat_stake, params.validators_per_check)
-        drawn = committee_positions(dispute_seed(bytes(filed), sid), members, state.seat_stake, assigned,
-                                    params.validators_per_check)  # fmt: skip
+        mix = bytes(crucible.chain.w3.eth.get_block(crucible.dispute_state(sid).seed_block)["mixHash"])
+        drawn = committee_positions(dispute_seed(mix, sid), state.seat_stake, params.validators_per_check)
         assert holders(members, drawn) == crucible.dispute_committee(sid)
-        assert not set(crucible.dispute_committee(sid)) & set(crucible.assigned_validators(sid))
     # The wrongly rejected honest node won: accepted, paid, its bond back and its stake whole.
     assert resolved[honest_id]["upheld"] and not resolved[honest_id]["rejected"]
     assert [e["rejected"] for e in crucible.events("TaskMarket", "Settled", submissionId=honest_id)] == [False]

@@ -8,11 +8,10 @@ from protocol.chain.params import (
     ONE,
     PPM,
     TaskParams,
-    caught_chance,
     demo_task_params,
-    deters,
     honest_majority,
     least_deterrent_slash,
+    max_round_fee,
     max_submission_reward,
 )
 
@@ -40,7 +39,61 @@ def test_deterrence_boundary_is_exact() -> None:
     assert params().deters
     assert params().deterrence == 1.0
     assert not params(slash_wei=450 * TOKEN - 1).deters
-    assert deters(PPM * ONE, 1, 10**30)  # every cheat caught: always deters
+    # Every cheat checked and nobody colluding: every cheat caught, any slash deters.
+    assert params(sample_rate_ppm=PPM, slash_wei=1, min_trainer_stake_wei=1).deters
+
+
+def exact_cheat_gain(p: TaskParams) -> Fraction:
+    """A cheat's expected gain over the whole game, in wei, from exact fractions (independent of the twin's
+    fixed point): paid R unless caught, its colluding positions earn c of a checked round's fees F, and caught
+    (j < k/2 of its k positions colluding) it loses S less the j/k of the finder's share they take back."""
+    k, c, sampled = p.validators_per_check, Fraction(p.colluding_share_ppm, PPM), Fraction(p.sample_rate_ppm, PPM)
+    chance = [comb(k, j) * c**j * (1 - c) ** (k - j) for j in range(k + 1)]
+    caught = sum(chance[j] for j in range(k + 1) if 2 * j < k)
+    kept = sum(
+        chance[j] * p.slash_wei * (1 - Fraction(p.finder_share_bps, 10_000) * Fraction(j, k))
+        for j in range(k + 1)
+        if 2 * j < k
+    )
+    return (1 - sampled * caught) * p.max_reward_wei + sampled * c * p.max_fee_wei - sampled * kept
+
+
+@pytest.mark.parametrize("colluding", [0, 100_000, 333_333, 450_000])
+@pytest.mark.parametrize("per_check", [1, 2, 3, 5, 8])
+def test_whole_game_twin_agrees_with_exact_fractions(colluding: int, per_check: int) -> None:
+    """The twin's expected gain is the exact one within rounding (1e-12 of the stakes), and its least slash
+    is where the exact gain turns from positive to not positive, to the token."""
+    base = params(
+        colluding_share_ppm=colluding, validators_per_check=per_check, finder_share_bps=5000, dispute_bond_wei=10**28
+    )
+    least = least_deterrent_slash(
+        base.sample_rate_ppm, colluding, per_check, 5000, base.max_reward_wei, base.max_fee_wei, TOKEN
+    )
+    at = params(
+        colluding_share_ppm=colluding, validators_per_check=per_check, finder_share_bps=5000,
+        slash_wei=least, min_trainer_stake_wei=least, dispute_bond_wei=10**28,
+    )  # fmt: skip
+    assert abs(Fraction(at.expected_cheat_gain_wei) - exact_cheat_gain(at)) < Fraction(at.slash_wei, 10**12)
+    assert at.deters and exact_cheat_gain(at) <= Fraction(at.slash_wei, 10**12)
+    if least > TOKEN:
+        below = at.model_copy(update={"slash_wei": least - TOKEN})
+        assert not below.deters and exact_cheat_gain(below) > 0
+
+
+def test_the_appeal_is_priced() -> None:
+    """The least bond makes the appeal's expected gain at most zero: a committee of k positions over the whole
+    stake overturns with chance at most 1 - h, and moves at most R + S + k V + F."""
+    third = params(colluding_share_ppm=333_333, slash_wei=900 * TOKEN, min_trainer_stake_wei=900 * TOKEN,
+                   dispute_bond_wei=10**28)  # fmt: skip
+    gain = third.max_reward_wei + third.slash_wei + 3 * third.validator_slash_wei + third.max_fee_wei
+    assert third.overturn_gain_wei == gain == (450 + 900 + 30 + 50) * TOKEN
+    least = third.least_dispute_bond_wei
+    h = Fraction(honest_majority(333_333, 3), ONE)
+    assert least == -(-(1 - h) * gain // h)
+    assert (1 - h) * gain <= h * least  # overturning costs what it gains
+    with pytest.raises(ValidationError, match=f"at least {least} wei"):
+        params(colluding_share_ppm=333_333, slash_wei=900 * TOKEN, min_trainer_stake_wei=900 * TOKEN,
+               dispute_bond_wei=least - 1)  # fmt: skip
 
 
 def test_honest_majority_is_the_binomial_tail_rounded_down() -> None:
@@ -59,15 +112,17 @@ def test_honest_majority_is_the_binomial_tail_rounded_down() -> None:
 
 
 def test_collusion_raises_the_slash_that_deters() -> None:
-    # A third colluding over 3 positions: an honest majority with chance 20/27, so at p = 1/2 a cheat is
-    # caught with q = 10/27 and S must be at least (17/10) R.
-    third = params(colluding_share_ppm=333_333)
+    # A third colluding over 3 positions, at p = 1/2 with a half finder's share: caught with chance 10/27,
+    # the cheat keeps R = 450 otherwise and its colluders take back part of the finder's share and the fees.
+    third = params(colluding_share_ppm=333_333, dispute_bond_wei=10**28)
     assert abs(third.caught / (PPM * ONE) - 10 / 27) < 1e-6
     assert not third.deters
-    least = least_deterrent_slash(third.caught, third.max_reward_wei, TOKEN)
-    assert least == 765 * TOKEN  # (17/10) * 450, a little less with c = 0.333333 than at exactly 1/3
-    assert params(colluding_share_ppm=333_333, slash_wei=least, min_trainer_stake_wei=least).deters
-    assert not params(colluding_share_ppm=333_333, slash_wei=least - TOKEN, min_trainer_stake_wei=least).deters
+    least = least_deterrent_slash(500_000, 333_333, 3, 5000, third.max_reward_wei, third.max_fee_wei, TOKEN)
+    assert least == 875 * TOKEN  # 1/2 (8/27 S + 12/27 5/6 S) = S/3 >= 17/27 450 + 1/2 1/3 50, at c = 0.333333
+    assert params(colluding_share_ppm=333_333, slash_wei=least, min_trainer_stake_wei=least,
+                  dispute_bond_wei=10**28).deters  # fmt: skip
+    assert not params(colluding_share_ppm=333_333, slash_wei=least - TOKEN, min_trainer_stake_wei=least,
+                      dispute_bond_wei=10**28).deters  # fmt: skip
     with pytest.raises(ValidationError, match="less than or equal to 499999"):
         params(colluding_share_ppm=500_000)
 
@@ -114,7 +169,7 @@ def test_staleness_bound_checked_as_the_chain_checks_it() -> None:
 
 def test_least_deterrent_slash_is_the_boundary() -> None:
     reward = max_submission_reward(1000 * TOKEN, 2, 1000)  # 450 tokens
-    caught = caught_chance(100_000, 0, 3)  # p = 0.1, nobody colluding: S >= 9 R = 4050
-    slash = least_deterrent_slash(caught, reward, TOKEN)
-    assert slash == 4050 * TOKEN and deters(caught, slash, reward) and not deters(caught, slash - TOKEN, reward)
-    assert least_deterrent_slash(caught_chance(PPM, 0, 3), reward, TOKEN) == TOKEN
+    fee = max_round_fee(1000 * TOKEN, 2, 1000)
+    slash = least_deterrent_slash(100_000, 0, 3, 5000, reward, fee, TOKEN)  # p = 0.1, nobody colluding: 9 R
+    assert slash == 4050 * TOKEN
+    assert least_deterrent_slash(PPM, 0, 3, 5000, reward, fee, TOKEN) == TOKEN
