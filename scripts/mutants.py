@@ -121,7 +121,8 @@ MUTANTS = [
         "dispute-block-chosen",
         DISPUTES,
         "if (blockhash(at) == 0) {",
-        "if (blockhash(at) == 0) {\n            d.seed = Draws.disputeSeedFrom(blockhash(block.number - 1), submissionId);\n"
+        "if (blockhash(at) == 0) {\n"
+        "            d.seed = Draws.disputeSeedFrom(blockhash(block.number - 1), submissionId);\n"
         "            return;\n        }\n        if (false) {",
         "test_ALostDisputeBlockIsReplacedNotChosen",
     ),

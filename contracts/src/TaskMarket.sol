@@ -199,7 +199,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
             if (block.timestamp < submitDeadline) break;
             // A check starts before its validate deadline or never: the round is then unverified for good,
             // whoever joins later.
-            if (rd.checkSeed == 0 && block.timestamp < validateDeadline) _seedStep(taskId, task, round, rd, number, mix);
+            if (rd.checkSeed == 0 && block.timestamp < validateDeadline) {
+                _seedStep(taskId, task, round, rd, number, mix);
+            }
         }
     }
 

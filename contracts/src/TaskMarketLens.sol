@@ -88,9 +88,7 @@ contract TaskMarketLens is ITaskMarketLens {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
         return _holders(
             taskId,
-            Draws.committee(
-                d.seed, market.getRound(taskId, round).seatStake, market.getTask(taskId).validatorsPerCheck
-            )
+            Draws.committee(d.seed, market.getRound(taskId, round).seatStake, market.getTask(taskId).validatorsPerCheck)
         );
     }
 

@@ -218,8 +218,8 @@ contract TaskMarketCreateTest is BaseTest {
         for (uint256 j = 0; 2 * j < k; ++j) {
             uint256 chance = dist[j][worst ? 0 : 1];
             caught += chance;
-            loss += p.sampleRatePpm * chance * (uint256(p.slashAmount) * k * 10_000 - uint256(p.finderShareBps) * p.slashAmount * j)
-                / (k * 10_000);
+            loss += p.sampleRatePpm * chance
+            * (uint256(p.slashAmount) * k * 10_000 - uint256(p.finderShareBps) * p.slashAmount * j) / (k * 10_000);
         }
         if (caught > 1e36) caught = 1e36;
         gain = (1e42 - p.sampleRatePpm * caught) * reward + p.sampleRatePpm * uint256(p.colludingSharePpm) * 1e30 * fees;
@@ -240,8 +240,8 @@ contract TaskMarketCreateTest is BaseTest {
         }
         if (wins > 1e36) wins = 1e36;
         uint256 largest = p.bounty - (p.bounty / p.rounds) * (p.rounds - 1);
-        uint256 gained = lens.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps) + p.slashAmount
-            + k * p.validatorSlash + largest * p.validatorFeeBps / 10_000;
+        uint256 gained = lens.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps) + p.slashAmount + k
+            * p.validatorSlash + largest * p.validatorFeeBps / 10_000;
         win = wins * gained;
         loss = (1e36 - wins) * p.disputeBond;
     }

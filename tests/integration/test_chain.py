@@ -145,7 +145,9 @@ def test_the_deterrence_twin_agrees_with_the_chain(crucible: Crucible, dev: list
             chain = crucible.chain.call(crucible.lens.functions.honestMajority(colluding, per_check))
             assert chain == honest_majority(colluding, per_check), (colluding, per_check)
     model, env = cid_of_bytes(b"model"), cid_of_bytes(b"env")
-    base = demo_task_params(sample_rate_ppm=400_000, colluding_share_ppm=200_000, validators_per_check=4)
+    base = demo_task_params(
+        sample_rate_ppm=400_000, colluding_share_ppm=200_000, validators_per_check=4, dispute_bond_wei=10**28
+    )
     least = least_deterrent_slash(
         base.sample_rate_ppm, 200_000, 4, base.finder_share_bps, base.max_reward_wei, base.max_fee_wei, 1
     )

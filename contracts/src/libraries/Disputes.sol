@@ -87,9 +87,8 @@ library Disputes {
         Ids.within(0, d.deadline);
         if (d.seed == 0) revert ITaskMarket.MarketNoCommittee(submissionId);
         if (seat.benched) revert ITaskMarket.MarketValidatorBenched(Ids.taskOf(submissionId), msg.sender);
-        uint256 bits = Draws.bitsWithin(
-            Draws.committee(d.seed, rd.seatStake, task.validatorsPerCheck), seat.from, seat.stake
-        );
+        uint256 bits =
+            Draws.bitsWithin(Draws.committee(d.seed, rd.seatStake, task.validatorsPerCheck), seat.from, seat.stake);
         // Position bits, not a balance: zero means "holds no position" and nothing else.
         // slither-disable-next-line incorrect-equality
         if (bits == 0) revert ITaskMarket.MarketNotAssigned(submissionId, msg.sender);
@@ -123,9 +122,7 @@ library Disputes {
         d.upheld = upheld;
         emit ITaskMarket.DisputeResolved(submissionId, upheld, _close(rd, sub, upheld));
         if (upheld) {
-            Payouts.credit(
-                ledger, Ids.taskOf(submissionId), d.disputer, d.bond, ITaskMarket.CreditKind.BondReturned
-            );
+            Payouts.credit(ledger, Ids.taskOf(submissionId), d.disputer, d.bond, ITaskMarket.CreditKind.BondReturned);
         } else {
             task.pool += uint96(d.bond - _payStanding(d, rd, members, ledger, submissionId, size, againstMask));
         }

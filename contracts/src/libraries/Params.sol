@@ -92,8 +92,9 @@ library Params {
     ///      kept slash come rounded down, so the check errs towards refusing.
     function deters(ITaskMarket.TaskParams calldata p, uint256 honest, uint256 kept) internal pure returns (bool) {
         uint256 sampled = p.sampleRatePpm;
-        uint256 gain = (PPM * ONE - sampled * honest) * Payouts.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps)
-            + sampled * p.colludingSharePpm * ONE_PER_PPM * Payouts.maxRoundFee(p.bounty, p.rounds, p.validatorFeeBps);
+        uint256 gain = (PPM * ONE - sampled * honest)
+            * Payouts.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps) + sampled * p.colludingSharePpm
+            * ONE_PER_PPM * Payouts.maxRoundFee(p.bounty, p.rounds, p.validatorFeeBps);
         return sampled * kept >= gain;
     }
 

@@ -53,13 +53,9 @@ library Payouts {
     }
 
     /// @dev Credits `amount` to `account`, claimable later.
-    function credit(
-        Ledger storage ledger,
-        uint256 taskId,
-        address account,
-        uint256 amount,
-        ITaskMarket.CreditKind kind
-    ) internal {
+    function credit(Ledger storage ledger, uint256 taskId, address account, uint256 amount, ITaskMarket.CreditKind kind)
+        internal
+    {
         if (amount == 0) return;
         ledger.credits[account] += amount;
         ledger.total += amount;
