@@ -82,9 +82,7 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
             record("attest", crucible.attest(by_address[address], sid, valid, CID))
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).validate)
     record("dispute", chain.transact(_approve_then(crucible, dev[3], ids[2]), dev[3]))
-    while chain.block_number() <= crucible.dispute_state(ids[2]).seed_block:
-        devnet.advance_time(chain, 1)
-    record("fixDisputeSeed", crucible.fix_dispute_seed(dev[0], ids[2]))
+    record("fixDisputeSeed", devnet.finish_dispute_seed(crucible, dev[0], ids[2]))
     for address in dict.fromkeys(crucible.dispute_committee(ids[2])):
         record("voteDispute", crucible.vote_dispute(by_address[address], ids[2], False, CID))
     record("resolveDispute", crucible.resolve_dispute(dev[0], ids[2]))

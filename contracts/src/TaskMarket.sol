@@ -30,7 +30,11 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     /// @notice Where operators' stake is held, locked and slashed.
     IStakeManager public immutable stakeManager;
 
-    uint256 private _taskCount;
+    /// @notice The block this market was deployed in: none of its events is older (a reader of its history
+    ///         starts there). It shares one slot with the task counter, so the first task does not pay for
+    ///         that slot going from zero.
+    uint64 public deployedAt;
+    uint64 private _taskCount;
     Payouts.Ledger private _ledger;
     mapping(uint256 taskId => Task) private _tasks;
     mapping(uint256 taskId => mapping(uint256 round => Round)) private _rounds;
@@ -47,6 +51,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     constructor(IERC20 bountyToken, IStakeManager stakes) {
         token = bountyToken;
         stakeManager = stakes;
+        deployedAt = uint64(block.number);
     }
 
     // ---------------------------------------------------------------- tasks

@@ -93,11 +93,7 @@ contract AppealTest is BaseTest {
         p.slashAmount = uint96(1530 * TOKEN); // q S >= (1 - q) R with q = 10/27: the old rule's least slash
         p.minTrainerStake = p.slashAmount;
         p.disputeBond = uint96(2000 * TOKEN);
-        vm.prank(creator);
-        vm.expectRevert(
-            abi.encodeWithSelector(ITaskMarket.MarketDeterrenceTooLow.selector, 500_000, p.slashAmount, 900 * TOKEN)
-        );
-        market.createTask(p, "m", "e");
+        _expectUndeterred(p, 900 * TOKEN);
         p.slashAmount = uint96(1800 * TOKEN); // the whole game's rule: 1/2 (8/27 S + 12/27 5/6 S) >= 17/27 900 + 25/3
         p.minTrainerStake = p.slashAmount;
         p.disputeBond = uint96(2200 * TOKEN);
@@ -109,9 +105,14 @@ contract AppealTest is BaseTest {
         p.slashAmount = uint96(1800 * TOKEN);
         p.minTrainerStake = p.slashAmount;
         p.disputeBond = uint96(2500 * TOKEN);
+        _expectUndeterred(p, 1000 * TOKEN);
+    }
+
+    /// @dev `createTask(p)` is refused for deterrence, naming the most a submission earns (`reward`).
+    function _expectUndeterred(ITaskMarket.TaskParams memory p, uint256 reward) private {
         vm.prank(creator);
         vm.expectRevert(
-            abi.encodeWithSelector(ITaskMarket.MarketDeterrenceTooLow.selector, 500_000, p.slashAmount, 1000 * TOKEN)
+            abi.encodeWithSelector(ITaskMarket.MarketDeterrenceTooLow.selector, p.sampleRatePpm, p.slashAmount, reward)
         );
         market.createTask(p, "m", "e");
     }

@@ -7,10 +7,14 @@ import {ITaskMarket} from "../src/interfaces/ITaskMarket.sol";
 
 contract TaskMarketCreateTest is BaseTest {
     function test_CreateTask() public {
+        uint256 deployedAt = market.deployedAt();
         uint256 before = token.balanceOf(creator);
         uint256 taskId = _createTask(_params());
         assertEq(taskId, 1, "first id");
         assertEq(market.taskCount(), 1, "count");
+        // The counter shares its slot with the deployment block: writing it left that block as it was.
+        assertEq(market.deployedAt(), deployedAt, "deployment block kept");
+        assertTrue(deployedAt != 0, "deployment block recorded");
         ITaskMarket.Task memory task = market.getTask(taskId);
         assertEq(task.creator, creator, "creator");
         assertEq(task.bounty, 1000 * TOKEN, "bounty recorded");

@@ -290,12 +290,18 @@ class Crucible:
         return self.chain.transact(self.market.functions.fixCheckSeed(task_id, self._seed_header(task_id)), signer)
 
     def _seed_header(self, task_id: int) -> bytes:
-        """The header of the block the oldest live round waits for (mined, hash still known), else empty."""
+        """The header of the block the oldest round still being checked waits for (mined, hash still known),
+        else empty. A round past its validate deadline is skipped, as the market skips it: it stays unverified,
+        and its block must not take the place of a live round's."""
         task = self.task(task_id)
-        head = self.chain.block_number()
+        head, now = self.chain.block_number(), self.chain.now()
         for round_index in range(task.current_round, task.open_round + 1):
             state = self.round(task_id, round_index)
-            if state.check_seed == bytes(32) and state.seed_block and 0 < head - state.seed_block <= HASH_HORIZON:
+            deadlines = self.deadlines(task_id, round_index)
+            if now < deadlines.submit:
+                break
+            waiting = state.check_seed == bytes(32) and state.seed_block and now < deadlines.validate
+            if waiting and 0 < head - state.seed_block <= HASH_HORIZON:
                 return self.block_header(state.seed_block)
         return b""
 

@@ -264,6 +264,18 @@ def finish_check_seed(crucible: Crucible, signer: Signer, task_id: int) -> TxRec
     return crucible.fix_check_seed(signer, task_id)
 
 
+def finish_dispute_seed(crucible: Crucible, signer: Signer, submission: int) -> TxReceipt:
+    """Fixes an open dispute's committee seed: mines past the block the dispute named, as `finish_check_seed`
+    does for a round, then fixes it (the committee is empty until then)."""
+    seed_block = crucible.dispute_state(submission).seed_block
+    while crucible.chain.block_number() <= seed_block:
+        crucible.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+    receipt = crucible.fix_dispute_seed(signer, submission)
+    if receipt is None:
+        raise ConfigError(f"dispute on submission {hex(submission)} is closed or its seed is already fixed")
+    return receipt
+
+
 def funded_account(
     crucible: Crucible, funder: Signer, seed: str, tokens_wei: int, name: str | None = None
 ) -> tuple[Signer, str]:

@@ -39,6 +39,8 @@ RACED_REVERTS = {
     "MarketTaskEnded",
     "MarketNothingToClaim",
     "MarketStalenessBound",
+    # The seed block's header was read, then the chain reorganised under it (its hash changed): read again.
+    "MarketWrongHeader",
 }
 
 Strategy = TypeVar("Strategy")

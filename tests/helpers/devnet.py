@@ -1,5 +1,5 @@
 """Devnet helpers shared by the integration tests: funded accounts, small tasks, time warps and control
-over the check seed. (On the import path through pytest's `pythonpath` setting.)"""
+over the check and dispute seeds. (On the import path through pytest's `pythonpath` setting.)"""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment
 from protocol.chain.params import TaskParams, demo_task_params
+from protocol.chain.seeds import HASH_HORIZON
 from protocol.ml.envs.spec import EnvSpec, default_spec
 
 TOKEN = 10**18
@@ -48,17 +49,11 @@ def fix_check_seed_where(
     """Fixes the current round's check seed at its submission deadline, re-rolling (evm_snapshot /
     evm_revert, another seed block each time) until `wanted` holds: a test's control over the devnet's
     randomness, as forge's `vm.prevrandao` would be. Every try uses a fresh connection (nonces)."""
-    for attempt in range(100):
-        crucible = Crucible(Chain(rpc_url), deployment)
-        provider = crucible.chain.w3.provider
+
+    def fix(crucible: Crucible, attempt: int) -> None:
         task = crucible.task(task_id)
         deadline = crucible.deadlines(task_id, task.current_round).submit
-        snapshot = provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
-        # The seed is the prevrandao of a block two after the request: stacking `attempt` empty blocks first
-        # gives each try another seed block (Anvil draws each block's prevrandao afresh).
-        for _ in range(attempt):
-            provider.make_request("evm_mine", [])  # type: ignore[arg-type]
-        provider.make_request("evm_setNextBlockTimestamp", [deadline + attempt])  # type: ignore[arg-type]
+        crucible.chain.w3.provider.make_request("evm_setNextBlockTimestamp", [deadline + attempt])  # type: ignore[arg-type]
         # The request is sent with a fixed gas limit: estimating would run at the current time, before the
         # deadline. Then blocks past the one it names, and the fix.
         w3 = crucible.chain.w3
@@ -70,10 +65,48 @@ def fix_check_seed_where(
         assert receipt["status"] == 1
         devnet.finish_check_seed(crucible, keeper, task_id)
         assert crucible.round(task_id, task.current_round).check_seed != bytes(32)
+
+    return _reroll(rpc_url, deployment, fix, wanted, "check seed")
+
+
+def fix_dispute_seed_where(
+    rpc_url: str, deployment: Deployment, keeper: Signer, submission: int, wanted: Callable[[Crucible], bool]
+) -> Crucible:
+    """Fixes an open dispute's committee seed, re-rolling as `fix_check_seed_where` does until `wanted` holds.
+    A seed block already mined has its prevrandao out: the try first lets its hash pass the 256-block horizon
+    and moves it (the market's block-moving call), so each try's block is a fresh one. Nothing else may send
+    transactions meanwhile (a re-roll drops them): stop the role processes first."""
+
+    def fix(crucible: Crucible, attempt: int) -> None:
+        if crucible.chain.block_number() > crucible.dispute_state(submission).seed_block:
+            crucible.chain.w3.provider.make_request("anvil_mine", [hex(HASH_HORIZON + 1)])  # type: ignore[arg-type]
+            assert crucible.fix_dispute_seed(keeper, submission) is not None
+            assert crucible.dispute_state(submission).seed == bytes(32), "the block moved"
+        devnet.finish_dispute_seed(crucible, keeper, submission)
+
+    return _reroll(rpc_url, deployment, fix, wanted, "dispute seed")
+
+
+def _reroll(
+    rpc_url: str,
+    deployment: Deployment,
+    fix: Callable[[Crucible, int], None],
+    wanted: Callable[[Crucible], bool],
+    what: str,
+) -> Crucible:
+    """Runs `fix(crucible, attempt)` after `attempt` empty blocks under an evm_snapshot until `wanted` holds,
+    reverting otherwise: each try's seed block comes later (Anvil draws each block's prevrandao afresh)."""
+    for attempt in range(100):
+        crucible = Crucible(Chain(rpc_url), deployment)
+        provider = crucible.chain.w3.provider
+        snapshot = provider.make_request("evm_snapshot", [])["result"]  # type: ignore[arg-type]
+        for _ in range(attempt):
+            provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+        fix(crucible, attempt)
         if wanted(crucible):
             return crucible
         provider.make_request("evm_revert", [snapshot])  # type: ignore[arg-type]
-    raise AssertionError("no check seed gave the wanted assignment in 100 tries")
+    raise AssertionError(f"no {what} gave the wanted draw in 100 tries")
 
 
 def distinct_checks(*submissions: int) -> Callable[[Crucible], bool]:

@@ -97,18 +97,19 @@ def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
         assert set(assigned) <= set(crucible.validators_of(task_id))
     attest_all(crucible, dev, honest_a, True)
     attest_all(crucible, dev, honest_b, True)
-    finders = attest_all(crucible, dev, cheat, False)
+    attest_all(crucible, dev, cheat, False)
     assert crucible.submission(cheat).rejected
     assert crucible.round(task_id, 0).included_units == 400
 
     rounds_end = crucible.deadlines(task_id, 0)
     devnet.warp_to(crucible.chain, rounds_end.validate)
-    # The cheat disputes its rejection: the fresh committee (three positions drawn by stake from the two
-    # validators not assigned to it) confirms it and takes the bond.
+    # The cheat disputes its rejection: the committee (three positions drawn by stake over the whole seat
+    # stake, finders included — an appeal goes to the same draw, not to whoever is left) confirms it and
+    # takes the bond.
     crucible.dispute(dev[3], cheat)
-    devnet.advance_time(crucible.chain, 1)
+    devnet.finish_dispute_seed(crucible, dev[0], cheat)
     committee = crucible.dispute_committee(cheat)
-    assert len(committee) == 3 and not set(committee) & set(finders)
+    assert len(committee) == 3 and set(committee) <= set(crucible.validators_of(task_id))
     for address in dict.fromkeys(committee):
         crucible.vote_dispute(by_address(dev)[address], cheat, False, cid("recheck"))
     crucible.resolve_dispute(dev[0], cheat)
@@ -162,7 +163,7 @@ def test_wrongly_rejected_trainer_wins_dispute(crucible: Crucible, dev: list[Sig
     assert crucible.submission(honest).rejected
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
     crucible.dispute(dev[1], honest)
-    devnet.advance_time(crucible.chain, 1)
+    devnet.finish_dispute_seed(crucible, dev[0], honest)
     committee = list(dict.fromkeys(crucible.dispute_committee(honest)))
     for address in committee:
         crucible.vote_dispute(by_address(dev)[address], honest, True, cid("fine"))
@@ -189,7 +190,7 @@ def test_frivolous_dispute_loses_bond(crucible: Crucible, dev: list[Signer]) -> 
     auditor = dev[9]
     before = crucible.balance_of(auditor.address)
     crucible.dispute(auditor, honest)
-    devnet.advance_time(crucible.chain, 1)
+    devnet.finish_dispute_seed(crucible, dev[0], honest)
     committee = list(dict.fromkeys(crucible.dispute_committee(honest)))
     for address in committee:
         crucible.vote_dispute(by_address(dev)[address], honest, True, cid("fine"))
@@ -250,8 +251,12 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
 
     # A vote of round 1 keeps its stake until settled, even after the task ends.
     sid = crucible.submit_work(dev[1], task_id, 1, cid("r1"), cid("u1"), 10, bytes(32))
-    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).submit)
-    devnet.fix_check_seed(crucible, dev[0], task_id)
+
+    # A benched seat is still drawn (its positions go unvoted): the seed is one that draws someone else too.
+    def someone_else(chain_view: Crucible) -> bool:
+        return any(a != lazy for a in chain_view.assigned_validators(sid))
+
+    crucible = fix_check_seed_where(crucible.chain.rpc_url, crucible.deployment, dev[0], task_id, someone_else)
     voter = next(a for a in crucible.assigned_validators(sid) if a != lazy)  # it votes all the positions it holds
     crucible.attest(by_address(dev)[voter], sid, True, cid("r1-vote"))
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).challenge)
@@ -300,10 +305,36 @@ def test_the_draw_twin_is_the_market_bit_for_bit(crucible: Crucible, dev: list[S
     disputed = ids[0]
     crucible.dispute(dev[9], disputed)
     seed_block = crucible.dispute_state(disputed).seed_block
-    while crucible.chain.block_number() <= seed_block:
-        devnet.advance_time(crucible.chain, 1)
-    crucible.fix_dispute_seed(dev[9], disputed)
+    devnet.finish_dispute_seed(crucible, dev[9], disputed)
     mix = bytes(crucible.chain.w3.eth.get_block(seed_block)["mixHash"])
     assert crucible.dispute_state(disputed).seed == dispute_seed(mix, disputed)
     committee = committee_positions(dispute_seed(mix, disputed), state.seat_stake, k)
     assert holders(members, committee) == crucible.dispute_committee(disputed)
+
+
+def test_a_round_past_its_check_does_not_hold_up_the_next_ones_seed(crucible: Crucible, dev: list[Signer]) -> None:
+    """Rounds opened ahead each wait for their own seed block. A round whose validate deadline passed with its
+    seed unfixed stays unverified (the market skips it), and the header `fix_check_seed` sends must be the live
+    round's block, not the stale round's. Broken version: drop `now < deadlines.validate` from
+    `Crucible._seed_header` — the stale round's header is sent for ever and round 1 is never checked."""
+    params = demo_task_params(max_staleness=1)
+    task_id = crucible.create_task(dev[0], params, cid("model"), cid("env"))
+    crucible.stake(dev[1], 1000 * TOKEN, Role.TRAINER)
+    for validator in dev[4:7]:
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task_id)
+    crucible.submit_work(dev[1], task_id, 0, cid("r0"), cid("u0"), 10, bytes(32))
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
+    crucible.open_next_round(dev[0], task_id)
+    crucible.fix_check_seed(dev[0], task_id)  # round 0 asks for a block, which then passes unused
+    assert crucible.round(task_id, 0).seed_block
+    crucible.submit_work(dev[1], task_id, 1, cid("r1"), cid("u1"), 10, bytes(32))
+    round_0, round_1 = crucible.deadlines(task_id, 0), crucible.deadlines(task_id, 1)
+    devnet.warp_to(crucible.chain, max(round_0.validate, round_1.submit))
+    crucible.fix_check_seed(dev[0], task_id)  # round 1 asks for its block
+    assert crucible.round(task_id, 1).seed_block > crucible.round(task_id, 0).seed_block
+    while crucible.chain.block_number() <= crucible.round(task_id, 1).seed_block:
+        devnet.advance_time(crucible.chain, 1)
+    crucible.fix_check_seed(dev[0], task_id)
+    assert crucible.round(task_id, 1).check_seed != bytes(32)
+    assert crucible.round(task_id, 0).check_seed == bytes(32), "a round past its validate deadline stays unverified"

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.devnet import TOKEN, create_small_task, credits, fix_check_seed_where, funded_account, warp
+from helpers.devnet import (
+    TOKEN,
+    create_small_task,
+    credits,
+    fix_check_seed_where,
+    fix_dispute_seed_where,
+    funded_account,
+    warp,
+)
 
 from protocol.accounts import Signer
 from protocol.artifacts.manifest import load_state_dict
@@ -215,7 +223,9 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     roles: Any,
 ) -> None:
     model_cid = model_cid_factory(crucible_home)
-    task = create_small_task(crucible, crucible_home, model_cid, dev[0], 2, rounds=1, validators_per_check=1)
+    # One position per check and per committee; a bond the appeal rule accepts with these numbers.
+    task = create_small_task(crucible, crucible_home, model_cid, dev[0], 2, rounds=1, validators_per_check=1,
+                             dispute_bond_wei=200 * TOKEN)  # fmt: skip
     task_id, params = task.task_id, task.params
     honest, honest_key = funded_account(crucible, dev[0], "dispute-honest")
     cheat, cheat_key = funded_account(crucible, dev[0], "dispute-cheat")
@@ -252,13 +262,25 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     roles.wait_for("the cheat's check", lambda: processes[checker].seen("checked", submission=str(cheat_id)), 300)
     roles.kill(processes[checker])
     key = next(k for s, k in validators.values() if s.address == checker)
-    roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1", key=key)
+    processes[checker] = roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1", key=key)
     roles.wait_for("both attestations", lambda: all(
         crucible.events("TaskMarket", "Attested", submissionId=s) for s in (honest_id, cheat_id)), 300)  # fmt: skip
     assert crucible.submission(honest_id).rejected and crucible.submission(cheat_id).rejected
 
+    # The appeal's committee is drawn over the whole seat stake, the liar's third included: the test holds
+    # the validators (killed, journals kept) while it picks the committees' seeds — the honest node's judged
+    # by an honest validator — and starts them again.
+    for process in processes.values():
+        roles.kill(process)
     deadlines = crucible.deadlines(task_id, 0)
     warp(crucible, deadlines.validate)
+    roles.wait_for("both disputes", lambda: all(crucible.dispute_state(s).open for s in (honest_id, cheat_id)), 300)
+    crucible = fix_dispute_seed_where(crucible.chain.rpc_url, deployment, dev[9], cheat_id, lambda view: True)
+    crucible = fix_dispute_seed_where(crucible.chain.rpc_url, deployment, dev[9], honest_id,
+                                      lambda view: liar not in view.dispute_committee(honest_id))  # fmt: skip
+    for signer, key in validators.values():
+        adversary = ["--adversary", "liar"] if signer.address == liar else []
+        roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1", *adversary, key=key)
 
     def mine() -> None:  # a devnet mines only on traffic; a dispute's committee needs the next block
         crucible.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
