@@ -79,8 +79,9 @@ build: $(BUILD_STAMP)
 # --sizes fails the build over the 24 KiB limit; scripts/headroom.py fails it when a deployed contract has
 # less than 1,024 bytes to spare, so the next change sees the wall before it hits it.
 $(BUILD_STAMP): $(CONTRACT_SOURCES) $(NODE_STAMP)
-	$(FORGE) build --sizes --json > contracts/out/sizes.json
-	python3 scripts/headroom.py contracts/out/sizes.json 1024 TaskMarket StakeManager TaskMarketLens
+	@mkdir -p .tools
+	$(FORGE) build --sizes --json > .tools/contract-sizes.json
+	python3 scripts/headroom.py .tools/contract-sizes.json 1024 TaskMarket StakeManager TaskMarketLens
 	@touch $@
 
 demo: setup build
