@@ -453,6 +453,8 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     function _upheldCommittee(uint256 taskId, uint256 submissionId) private view returns (Committee memory committee) {
         Dispute storage d = _disputes[submissionId];
         if (!d.upheld) return committee;
+        // The task id is the caller's already.
+        // slither-disable-next-line unused-return
         (, uint256 round) = Ids.taskAndRound(submissionId);
         committee.members = _holders(
             taskId, Draws.committee(d.seed, _rounds[taskId][round].seatStake, _tasks[taskId].validatorsPerCheck)

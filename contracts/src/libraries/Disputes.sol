@@ -29,11 +29,14 @@ library Disputes {
         IERC20 token,
         uint256 submissionId
     ) external {
+        // A dispute is filed between the validate and challenge deadlines; the submit deadline is not needed.
+        // slither-disable-next-line unused-return
         (, uint256 validateDeadline, uint256 challengeDeadline) =
             Ids.deadlines(rd.openedAt, task.submitWindow, task.validateWindow, task.challengeWindow);
         Ids.within(validateDeadline, challengeDeadline);
         if (sub.disputed) revert ITaskMarket.MarketAlreadyDisputed(submissionId);
         // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
+        // slither-disable-next-line unused-return
         (,, address trainer) = Ids.decode(submissionId);
         if (sub.rejected != (msg.sender == trainer)) revert ITaskMarket.MarketDisputeSide(submissionId, msg.sender);
         // A round whose check never started was finalised (or will be) unverified: nothing in it is paid or
