@@ -30,13 +30,14 @@ from auditor.index import Event, EventIndex
 from auditor.money import money_check
 from auditor.report import Finding, RoundAudit, SubmissionAudit, TaskAudit, Vote
 from protocol.artifacts.fetch import RelayStore
+from protocol.artifacts.manifest import load_manifest
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import Member, assigned_positions, holders, is_sampled
 from protocol.chain.client import Crucible
 from protocol.chain.ids import checkpoint_digests, decode_submission_id, submission_text
 from protocol.chain.params import TaskParams
 from protocol.errors import ConfigError, CrucibleError, OwnFault
-from protocol.ml.aggregation import load_included_updates, publish_next_checkpoint
+from protocol.ml.aggregation import load_included_updates, outer_step_lines, publish_next_checkpoint
 from protocol.ml.envs.spec import EnvSpec, parse_spec
 from protocol.ml.evaluation import evaluate
 from protocol.ml.model import ModelCache
@@ -292,6 +293,7 @@ class Auditor:
             ],
             agreed_cid=str(agreed[-1].args["checkpointCid"]) if agreed else None,
         )
+        self._note_outer_step(audit)
         if finalised and (self.rerun if rerun is None else rerun):
             try:
                 self._recompute_checkpoint(audit, created, finalised[0])
@@ -300,6 +302,19 @@ class Auditor:
         if evaluate_model and checkpoint_cid:
             audit.accuracy = self.accuracy(checkpoint_cid, str(created.args["envCid"]))
         return audit
+
+    def _note_outer_step(self, audit: RoundAudit) -> None:
+        """The agreed checkpoint's record of its outer step (which updates were clipped or trimmed), as notes:
+        a large honest update is clipped too. A re-run recomputes the record with the checkpoint."""
+        if audit.agreed_cid is None:
+            return
+        try:
+            record = load_manifest(audit.agreed_cid, self.store).outer_step
+        except CrucibleError as error:  # its own fault too: the round's audit goes on without the record
+            audit.notes.append(f"could not read the agreed checkpoint {audit.agreed_cid}: {error}")
+            return
+        audit.outer_step = None if record is None else [note.model_dump() for note in record]
+        audit.outer_step_notes = outer_step_lines(record)
 
     def _recompute_checkpoint(self, audit: RoundAudit, created: Event, finalised: Event) -> None:
         """The next checkpoint is the aggregate of the included updates; when agreed, it must be that."""

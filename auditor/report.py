@@ -124,6 +124,10 @@ class RoundAudit:
     proposals: list[dict[str, str]]
     agreed_cid: str | None
     recomputed_cid: str | None = None
+    # How the agreed checkpoint's outer step treated each update, as its manifest records it (None: plain mean),
+    # and a line for each update it clipped or trimmed: notes, not findings (a large honest update is clipped).
+    outer_step: list[dict[str, Any]] | None = None
+    outer_step_notes: list[str] = field(default_factory=list)
     accuracy: tuple[float, float] | None = None  # held-out (greedy, sampled) of the round's checkpoint
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -147,6 +151,8 @@ class RoundAudit:
             "proposals": self.proposals,
             "agreed_cid": self.agreed_cid,
             "recomputed_cid": self.recomputed_cid,
+            "outer_step": self.outer_step,
+            "outer_step_notes": self.outer_step_notes,
             "submissions": [s.as_json() for s in self.submissions],
             "findings": [f.as_json() for f in self.findings],
             "notes": self.notes,

@@ -121,7 +121,7 @@ def accuracy_curve(size: str, warmup_steps: int, rounds: int, trainers: int) -> 
                     rewards += [s.reward for s in work.rollouts.samples]
                 deadlines = crucible.deadlines(task_id, round_index)
                 devnet.warp_to(chain, deadlines.validate)
-                outer = aggregate(own_tensors(loaded.model), updates, spec.training)
+                outer = aggregate(own_tensors(loaded.model), updates, spec.training).state
                 loaded.model.load_state_dict(outer)
                 next_cid = save_hf_model(loaded.model, store, parent=loaded.checkpoint_cid)
                 crucible.propose_checkpoint(aggregator, task_id, round_index, next_cid)

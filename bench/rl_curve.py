@@ -135,7 +135,7 @@ def curve(
         # The policy's mean reward on its own rollouts: thousands of completions, RL's objective.
         points[-1]["rollout_reward"] = sum(rewards) / len(rewards) if rewards else None
         on_round(round_index, points[-1])
-        state = aggregate(own_tensors(loaded.model), updates, spec.training)
+        state = aggregate(own_tensors(loaded.model), updates, spec.training).state
         loaded.model.load_state_dict(state, strict=False)  # tied names load through their first name
     return points
 

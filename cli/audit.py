@@ -246,6 +246,13 @@ def round_command(
             ],
         )
     )
+    if audit.outer_step_notes:
+        treated = Table(title="Outer step (notes, not findings: a large honest update is clipped too)",
+                        title_justify="left")  # fmt: skip
+        treated.add_column("what the outer step did")
+        for line in audit.outer_step_notes:
+            treated.add_row(line)
+        stdout.print(treated)
     _report_end(audit.all_findings(), audit.all_notes(), "No findings.")
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import torch
 
 POISON_SCALE = 20.0  # how much the poisoned-update adversary amplifies its reversed update
+STEADY_PUSH_SCALE = 1.9  # the steady pusher's size, in multiples of its honest update's (under a 2 x clip)
 
 
 class Adversary:
@@ -210,6 +211,18 @@ class Withheld(Adversary):
     stores_artifacts = False
 
 
+def _steered(
+    update: dict[str, torch.Tensor], change: Callable[[str, torch.Tensor], torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """`update` with `change` applied to the tensors that set the direction and size of the model's change: every
+    tensor of a full update, only the `lora_B` factors of a LoRA one (the change is B A: flipping both factors
+    would leave it as it was, scaling both would square the factor)."""
+    lora = any(name.endswith(".lora_B") for name in update)
+    return {
+        name: change(name, value) if not lora or name.endswith(".lora_B") else value for name, value in update.items()
+    }
+
+
 class PoisonedUpdate(Adversary):
     name = "poisoned-update"
     description = "publishes honest rollouts with its update reversed and amplified (-20 x): reward ascent undone"
@@ -217,7 +230,50 @@ class PoisonedUpdate(Adversary):
     def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
         # Model poisoning by a scaled sign flip: in a mean of a few updates this one outweighs the honest
         # ones and pushes the aggregate against the reward. Only the update replay can see it.
-        return {name: value * -POISON_SCALE for name, value in update.items()}
+        return _steered(update, lambda _, value: value * -POISON_SCALE)
+
+
+class ScaledUpdate(Adversary):
+    name = "scaled-update"
+    description = "publishes honest rollouts with its update amplified 100 x: one step far past where the reward leads"
+
+    def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
+        return _steered(update, lambda _, value: value * 100.0)
+
+
+class RandomUpdate(Adversary):
+    name = "random-update"
+    description = "publishes honest rollouts with a random update of its honest update's size, tensor by tensor"
+
+    def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
+        import torch
+
+        generator = torch.Generator().manual_seed(context.round_index)
+
+        def random_like(_: str, value: torch.Tensor) -> torch.Tensor:
+            noise = torch.randn(value.shape, generator=generator)
+            return (noise * (value.float().norm() / noise.norm().clamp_min(1e-30))).to(value.dtype)
+
+        return _steered(update, random_like)
+
+
+class SteadyPush(Adversary):
+    name = "steady-push"
+    description = (
+        "publishes honest rollouts with the same random direction every round, at 1.9 x its honest update's size: "
+        "under a clip of 2 x the median norm, never clipped"
+    )
+
+    def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
+        import torch
+
+        def pushed(name: str, value: torch.Tensor) -> torch.Tensor:
+            # The same direction each round: seeded by the tensor's name alone.
+            seed = int.from_bytes(keccak(text=f"steady-push {name}")[:8], "big") >> 1
+            direction = torch.randn(value.shape, generator=torch.Generator().manual_seed(seed))
+            return (direction * (STEADY_PUSH_SCALE * value.float().norm() / direction.norm())).to(value.dtype)
+
+        return _steered(update, pushed)
 
 
 ADVERSARIES: dict[str, type[Adversary]] = {
@@ -232,6 +288,9 @@ ADVERSARIES: dict[str, type[Adversary]] = {
         Replay,
         GarbageUpdate,
         PoisonedUpdate,
+        ScaledUpdate,
+        RandomUpdate,
+        SteadyPush,
         Withheld,
         TooStale,
     )

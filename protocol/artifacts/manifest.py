@@ -74,6 +74,19 @@ class UpdateEncoding(BaseModel):
         return safe_cid(value) if value is not None else None
 
 
+class OuterStepNote(BaseModel):
+    """How the outer step treated one included update of the round a checkpoint aggregates: its norm (L2 over
+    every tensor of its dense delta), the factor it was scaled by (1: not clipped) and the share of its values
+    a trimmed mean dropped. A note, not a finding: a large honest update is clipped too."""
+
+    submission: str = Field(description="The submission id, 0x-hex.")
+    norm: float = Field(ge=0)
+    scale: float = Field(ge=0, le=1)
+    trimmed_share: float = Field(0.0, ge=0, le=1)
+
+    model_config = {"extra": "forbid"}
+
+
 class Manifest(BaseModel):
     """A checkpoint, an update (a pseudo-gradient) or a trainer's error-feedback residual, schema-versioned."""
 
@@ -86,6 +99,9 @@ class Manifest(BaseModel):
     model_config_data: dict[str, Any] | None = Field(None, alias="model_config", description="The model's config.")
     shards: list[ShardEntry]
     encoding: UpdateEncoding | None = Field(None, description="An update's encoding; absent when dense.")
+    outer_step: list[OuterStepNote] | None = Field(
+        None, description="A checkpoint's: how its outer step treated each update; absent for the plain mean."
+    )
 
     model_config = {"populate_by_name": True, "extra": "forbid"}
 
@@ -104,10 +120,10 @@ class Manifest(BaseModel):
 
     def canonical_bytes(self) -> bytes:
         """The bytes whose CID is the manifest's CID."""
-        # `encoding` appears only when set, so dense manifests keep the bytes (and CIDs) they always had.
-        return canonical_json(
-            self.model_dump(by_alias=True, mode="json", exclude=None if self.encoding else {"encoding"})
-        )
+        # `encoding` and `outer_step` appear only when set, so dense manifests and plain-mean checkpoints keep
+        # the bytes (and CIDs) they always had.
+        unset = {name for name in ("encoding", "outer_step") if getattr(self, name) is None}
+        return canonical_json(self.model_dump(by_alias=True, mode="json", exclude=unset or None))
 
     def tensor_names(self) -> list[str]:
         """Every tensor name, in shard order."""
@@ -140,6 +156,7 @@ def save_state_dict(
     model_config: dict[str, Any] | None = None,
     parent: str | None = None,
     encoding: UpdateEncoding | None = None,
+    outer_step: list[OuterStepNote] | None = None,
 ) -> str:
     """Stores a state dict as safetensors shards plus a manifest; returns the manifest's CID."""
     from safetensors.torch import save as save_safetensors
@@ -153,8 +170,9 @@ def save_state_dict(
         entries = [TensorEntry(name=n, dtype=_dtype_name(part[n]), shape=list(part[n].shape)) for n in group]
         shards.append(ShardEntry(cid=store.put(data), size=len(data), tensors=entries))
     manifest = Manifest(
-        schema_name=SCHEMA, kind=kind, parent=parent, model_config_data=model_config, shards=shards, encoding=encoding
-    )
+        schema_name=SCHEMA, kind=kind, parent=parent, model_config_data=model_config, shards=shards,
+        encoding=encoding, outer_step=outer_step,
+    )  # fmt: skip
     return store.put(manifest.canonical_bytes())
 
 

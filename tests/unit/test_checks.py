@@ -87,6 +87,9 @@ EXPECTED = {
     "inflated-rewards": {"rewards"},
     "garbage-update": {"update"},
     "poisoned-update": {"update"},
+    "scaled-update": {"update"},
+    "random-update": {"update"},
+    "steady-push": {"update"},
 }
 
 

@@ -110,7 +110,7 @@ def test_save_update_commits_the_residual_and_aggregation_folds_decoded_updates(
     stored = load_state_dict(first, store)
     decoded = decode(stored, shapes(checkpoint), TOPK)
     training = TrainingSettings(encoding=TOPK, outer_learning_rate=1.0)
-    state = aggregate(checkpoint, [(0, stored)], training)
+    state = aggregate(checkpoint, [(0, stored)], training).state
     assert all(torch.equal(state[name], decoded[name]) for name in checkpoint)
     residual = load_state_dict(residual_cid, store)
     second = save_update(tensors(4), store, manifest.parent or "", TOPK, (residual_cid, residual))

@@ -88,7 +88,7 @@ def test_spec_defaults_round_trip_and_bad_specs_are_named() -> None:
         (json.dumps({"environment": "sorting", "training": {"group_size": 1}}).encode(), "training.group_size"),
         (json.dumps({"environment": "sorting", "training": {"prompts_per_round": 1000, "group_size": 100}}).encode(),
          "above the bound"),
-        (json.dumps({"environment": "sorting", "schema_version": 5}).encode(), "schema_version"),
+        (json.dumps({"environment": "sorting", "schema_version": 6}).encode(), "schema_version"),
         (json.dumps({"environment": "sorting", "surprise": 1}).encode(), "surprise"),
     ]  # fmt: skip
     for data, fragment in cases:
@@ -112,15 +112,42 @@ def test_char_tokenizer_round_trip_and_unknown_characters() -> None:
 def test_a_version_one_spec_keeps_the_update_it_named() -> None:
     """A task created before schema 2 named its env spec by CID; its validators must replay the update
     its trainers ran (one full batch, negatives at full weight). Broken version that fails: dropping
-    `EnvSpec._version_one_meaning` (the new defaults, 64 and 0.0, would apply to the old task)."""
+    `EnvSpec._earlier_versions_meaning` (the new defaults, 64 and 0.0, would apply to the old task)."""
     current = default_spec("arithmetic")
-    assert current.schema_version == 4 and current.training.minibatch_size == 64
+    assert current.schema_version == 5 and current.training.minibatch_size == 64
     document = json.loads(current.canonical_bytes())
     document["schema_version"] = 1
-    for name in ("minibatch_size", "negative_weight"):
+    for name in ("minibatch_size", "negative_weight", "aggregation"):
         del document["training"][name]
     old = parse_spec(json.dumps(document).encode(), "old.json")
     assert (old.training.minibatch_size, old.training.negative_weight) == (0, 1.0)
     assert old.training.prompts_per_round == current.training.prompts_per_round  # what it named stays
     named = parse_spec(json.dumps(document | {"training": document["training"] | {"minibatch_size": 8}}).encode(), "x")
     assert named.training.minibatch_size == 8
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_a_spec_before_version_five_keeps_the_plain_mean(version: int) -> None:
+    """Checkpoints of tasks created before schema 5 were the plain mean of their updates; their auditors must
+    recompute the same bytes. Broken version that fails: dropping EARLIER_AGGREGATION from
+    `EnvSpec._earlier_versions_meaning` (the new default, clipped_mean, would apply to the old task)."""
+    current = default_spec("arithmetic")
+    assert current.training.aggregation.rule == "clipped_mean"
+    document = json.loads(current.canonical_bytes())
+    del document["training"]["aggregation"]
+    old = parse_spec(json.dumps(document | {"schema_version": version}).encode(), "old.json")
+    assert old.training.aggregation.rule == "mean"
+    assert parse_spec(json.dumps(document).encode(), "new.json").training.aggregation.rule == "clipped_mean"
+    # Its canonical form (what `task create` stores) reads back the same.
+    assert parse_spec(old.canonical_bytes(), "again.json") == old
+
+
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [("rule", "median"), ("clip_multiple", 0.5), ("clip_multiple", 101), ("trim", 0), ("trim", 9)],
+)
+def test_an_aggregation_setting_out_of_range_is_named(setting: str, key: object) -> None:
+    document = json.loads(default_spec("arithmetic").canonical_bytes())
+    document["training"]["aggregation"][setting] = key
+    with pytest.raises(ConfigError, match=f"training.aggregation.{setting}"):
+        parse_spec(json.dumps(document).encode(), "bad.json")

@@ -91,8 +91,8 @@ def test_the_outer_step_folds_the_adapters_product(tiny: LoadedModel, spec: EnvS
     first = grpo_update(tiny.model, _sequences(tiny), lora.training, 1.0, 0, adapter_seed=b"\x01" * 32)
     second = grpo_update(tiny.model, _sequences(tiny)[:2], lora.training, 1.0, 0, adapter_seed=b"\x02" * 32)
     checkpoint = own_tensors(tiny.model)
-    folded = aggregate(checkpoint, [(7, second), (3, first)], lora.training)
-    in_order = aggregate(checkpoint, [(3, first), (7, second)], lora.training)
+    folded = aggregate(checkpoint, [(7, second), (3, first)], lora.training).state
+    in_order = aggregate(checkpoint, [(3, first), (7, second)], lora.training).state
     assert all(torch.equal(folded[name], in_order[name]) for name in checkpoint)  # by submission id
     name = "model.layers.1.self_attn.v_proj"
     expected = checkpoint[f"{name}.weight"] + 0.5 * sum(
@@ -112,3 +112,22 @@ def test_targets_the_model_lacks_are_refused(tiny: LoadedModel, spec: EnvSpec) -
     with pytest.raises(ConfigError, match="c_attn"):
         grpo_update(tiny.model, _sequences(tiny), wrong.training, 1.0, 0, adapter_seed=b"\x01" * 32)
     check_targets(tiny.model.config.to_dict(), _lora(spec).training.adapter)  # q_proj, v_proj: present
+
+
+def test_a_poisoner_steers_a_lora_update_through_its_b_factor(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
+    """Reversing both LoRA factors would leave B A as it was (and scaling both squares the factor): the update
+    poisoners change `lora_B` only, so the folded change is what they say. Broken version: apply the change to
+    every tensor in `node.adversary._steered` and the poisoned change is +400 x the honest one, not -20 x."""
+    from node.adversary import POISON_SCALE, adversary_of
+
+    lora = _lora(spec, rank=4, alpha=8)
+    update = grpo_update(tiny.model, _sequences(tiny), lora.training, 1.0, 0, adapter_seed=b"\x01" * 32)
+    honest = weight_deltas(update, lora.training.adapter)
+    poisoner = adversary_of("poisoned-update")
+    assert poisoner is not None
+    poisoned = weight_deltas(poisoner.corrupt_update(update, context), lora.training.adapter)
+    assert any(float(value.abs().sum()) > 0 for value in honest.values())
+    for name, value in honest.items():
+        assert torch.allclose(poisoned[name], -POISON_SCALE * value, rtol=1e-5, atol=1e-9)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 import torch
 
-from node.adversary import ADVERSARIES, POISON_SCALE, adversary_of
+from node.adversary import ADVERSARIES, POISON_SCALE, STEADY_PUSH_SCALE, adversary_of
 from node.work import produce_work
 from protocol.errors import ArtifactError, ConfigError
 from protocol.ml.envs.spec import EnvSpec
@@ -96,7 +97,18 @@ def test_honest_work_passes_the_checks_the_adversaries_target(
 
 
 @pytest.mark.parametrize(
-    "name", ["wrong-model", "forged-tokens", "cherry-pick", "inflated-rewards", "garbage-update", "poisoned-update"]
+    "name",
+    [
+        "wrong-model",
+        "forged-tokens",
+        "cherry-pick",
+        "inflated-rewards",
+        "garbage-update",
+        "poisoned-update",
+        "scaled-update",
+        "random-update",
+        "steady-push",
+    ],
 )
 def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name: str, context: RoundContext) -> None:
     honest = produce_work(tiny, spec, context)
@@ -134,6 +146,24 @@ def test_each_adversary_does_what_it_says(tiny: LoadedModel, spec: EnvSpec, name
         assert cheat.rollouts == honest.rollouts
         assert all(torch.allclose(cheat.update[k], -POISON_SCALE * honest.update[k]) for k in honest.update)
         assert any(float(value.abs().sum()) > 0 for value in honest.update.values())
+    if name == "scaled-update":
+        assert cheat.rollouts == honest.rollouts
+        assert all(torch.allclose(cheat.update[k], 100 * honest.update[k]) for k in honest.update)
+    if name in ("random-update", "steady-push"):
+        # Honest rollouts; each tensor another direction, of the honest size (1.9 x for the steady pusher).
+        size = 1.0 if name == "random-update" else STEADY_PUSH_SCALE
+        assert cheat.rollouts == honest.rollouts
+        for key, value in honest.update.items():
+            if float(value.norm()) > 0:
+                assert math.isclose(float(cheat.update[key].norm()), size * float(value.norm()), rel_tol=1e-4)
+                assert abs(float(torch.nn.functional.cosine_similarity(cheat.update[key].flatten(), value.flatten(),
+                                                                      dim=0))) < 0.5  # fmt: skip
+    if name == "steady-push":
+        later = produce_work(tiny, spec, dataclasses.replace(context, round_index=3), adversary=adversary_of(name))
+        for key, value in cheat.update.items():  # the same direction in every round
+            if float(value.norm()) > 0 and float(later.update[key].norm()) > 0:
+                cosine = torch.nn.functional.cosine_similarity(later.update[key].flatten(), value.flatten(), dim=0)
+                assert float(cosine) > 0.999
 
 
 def test_low_precision_samples_with_rounded_weights(tiny: LoadedModel) -> None:

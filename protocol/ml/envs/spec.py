@@ -78,6 +78,22 @@ class EncodingSettings(_Strict):
         return self
 
 
+class AggregationSettings(_Strict):
+    """The outer step's rule over a round's included updates (protocol.ml.aggregation). `mean`: their plain
+    mean. `clipped_mean`: each update is first scaled down to at most `clip_multiple` times the round's
+    median update norm, then averaged: one update moves the checkpoint at most `lr * clip_multiple * median
+    / n`. `trimmed_mean`: clipped the same way, then in every coordinate the `trim` largest and `trim`
+    smallest values are dropped before the mean (fewer when the round has too few updates)."""
+
+    rule: Literal["mean", "clipped_mean", "trimmed_mean"] = Field(
+        "clipped_mean", description="mean, clipped_mean (norm-clipped to a multiple of the median), trimmed_mean."
+    )
+    clip_multiple: float = Field(
+        2.0, ge=1, le=100, description="Norm bound of an update, in multiples of the round's median update norm."
+    )
+    trim: int = Field(1, ge=1, le=8, description="trimmed_mean: values dropped at each end of every coordinate.")
+
+
 class TrainingSettings(_Strict):
     """The local GRPO update every trainer runs, and the outer step of aggregation."""
 
@@ -100,9 +116,12 @@ class TrainingSettings(_Strict):
     kl_weight: float = Field(0.0, ge=0, description="Weight of the KL penalty to the round's checkpoint.")
     clip_epsilon: float = Field(0.2, gt=0, le=1, description="PPO-style ratio clip.")
     micro_batch_size: int = Field(64, ge=1, description="Sequences per forward pass (changes float order only).")
-    outer_learning_rate: float = Field(1.0, gt=0, le=10, description="Outer step: next = C + lr * mean(updates).")
+    outer_learning_rate: float = Field(
+        1.0, gt=0, le=10, description="Outer step: next = C + lr * (the aggregation rule's mean of the updates)."
+    )
     adapter: AdapterSettings = Field(default_factory=AdapterSettings)
     encoding: EncodingSettings = Field(default_factory=EncodingSettings)
+    aggregation: AggregationSettings = Field(default_factory=AggregationSettings)
 
 
 class VerificationSettings(_Strict):
@@ -117,6 +136,8 @@ class VerificationSettings(_Strict):
 
 # What a version-1 spec's training section meant by the fields it could not name.
 VERSION_ONE_TRAINING = {"minibatch_size": 0, "negative_weight": 1.0}
+# What a version 1-4 spec's outer step was: the plain mean.
+EARLIER_AGGREGATION = {"aggregation": {"rule": "mean"}}
 
 
 class EnvSpec(_Strict):
@@ -127,7 +148,9 @@ class EnvSpec(_Strict):
     # what it meant (one full batch, negatives at full weight), so tasks created before replay the same.
     # 3 added training.adapter (default full: what earlier versions did).
     # 4 added training.encoding (default dense: what earlier versions did).
-    schema_version: Literal[1, 2, 3, 4] = 4
+    # 5 added training.aggregation, default clipped_mean; a version 1-4 document means the plain mean, which
+    # is what its tasks' checkpoints were computed with.
+    schema_version: Literal[1, 2, 3, 4, 5] = 5
     environment: str = Field(description="Registered environment name (`crucible env list`).")
     params: dict[str, Any] = Field(default_factory=dict, description="The environment's own parameters.")
     eval_size: int = Field(200, ge=1, le=100_000, description="Problems in the held-out evaluation set.")
@@ -140,12 +163,13 @@ class EnvSpec(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _version_one_meaning(cls, document: Any) -> Any:
-        if isinstance(document, dict) and document.get("schema_version") == 1:
-            training = document.get("training")
-            training = dict(training) if isinstance(training, dict) else {}
-            document = {**document, "training": {**VERSION_ONE_TRAINING, **training}}
-        return document
+    def _earlier_versions_meaning(cls, document: Any) -> Any:
+        if not isinstance(document, dict) or document.get("schema_version") not in (1, 2, 3, 4):
+            return document
+        training = document.get("training")
+        training = dict(training) if isinstance(training, dict) else {}
+        meant = {**(VERSION_ONE_TRAINING if document["schema_version"] == 1 else {}), **EARLIER_AGGREGATION}
+        return {**document, "training": {**meant, **training}}
 
     @model_validator(mode="after")
     def _cross_checks(self) -> EnvSpec:
