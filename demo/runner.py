@@ -76,6 +76,9 @@ class Demo:
         self.options = options
         self.say = say
         self.stage = stage
+        # Per mode ("greedy", "sampled"), each held-out problem's reward under the initial and the final
+        # checkpoint, in held-out order: what a bench pairs across runs (bench/poison.py). Set by `run`.
+        self.held_out: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
 
     def __enter__(self) -> Demo:
         self.options.check()
@@ -333,11 +336,16 @@ class Demo:
                          "block": s.block}
                         for s in audits[number].submissions
                     ],
+                    # What the outer step did to the round's updates (clipped, trimmed), as the agreed
+                    # checkpoint records it: one line each, notes, not findings.
+                    "outer_step": [] if number >= len(audits) else audits[number].outer_step_notes,
                 })  # fmt: skip
             last_number = len(every) - 1
             gain: dict[str, Any] = {"problems": len(evaluated[0, "greedy"])}
             for mode in ("greedy", "sampled"):
                 ends = evaluated.get((0, mode)), evaluated.get((last_number, mode))
+                if ends[0] is not None and ends[1] is not None:
+                    self.held_out[mode] = (ends[0], ends[1])
                 gain[mode] = None if ends[0] is None or ends[1] is None else paired_gain(ends[0], ends[1]).as_json()
             books = money_check(crucible, index, task_id)
             market = market_balance_check(crucible, index)

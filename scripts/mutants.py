@@ -255,11 +255,11 @@ def run_mutant(name: str, file: str, original: str, broken: str, invariant: str)
             print(f"mutant {name}: its original text is no longer in {file}; update scripts/mutants.py")
             return False
         target.write_text(text.replace(original, broken, 1))
-        # An invariant runs its campaign; a unit test runs alone (the compile is most of the time).
+        # The named test runs alone (the compile is most of the time); an invariant runs its campaign checking
+        # only itself, so that another invariant breaking first cannot end the campaign before it is tried.
+        chosen = ["--match-test", invariant]
         if invariant.startswith("invariant_"):
-            chosen = ["--match-contract", "TaskMarketInvariantTest"]
-        else:
-            chosen = ["--match-test", invariant]
+            chosen += ["--match-contract", "TaskMarketInvariantTest"]
         result = subprocess.run([str(FORGE), "test", *chosen], cwd=work, capture_output=True, text=True)
         output = result.stdout + result.stderr
         # forge prints one JSON line per broken invariant ({"event":"failure","invariant":NAME,...})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,3 +122,27 @@ def test_demo_options_are_checked_before_anything_starts(tmp_path: Path) -> None
         assert done.returncode == 1 and done.stdout == "", (args, done.stderr)
         assert len(lines) == 1 and fragment in lines[0], (args, done.stderr)
     assert demo_processes() == []
+
+
+def test_an_unchecked_poisoner_is_clipped_by_the_outer_step(tmp_path: Path) -> None:
+    """Validation off (validators attest without looking): a `scaled-update` trainer's x100 update is included,
+    and the default outer step (`clipped_mean`) scales it down to twice the round's median norm and records
+    that; the honest updates pass untouched. Broken version: `--set training.aggregation.rule=mean` (the
+    plain mean) — no record, and the poison moves the checkpoint 100-fold."""
+    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
+    done = subprocess.run([CRUCIBLE, "demo", "--model", "tiny", "--rounds", "1", "--prompts", "16", "--eval-problems",
+                           "20", "--adversary", "scaled-update", "--unsafe-no-validation", "--json"],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    poisoner = next(a for a in summary["accounts"] if a["adversary"] == "scaled-update")
+    notes = summary["rounds"][0]["outer_step"]
+    assert len(notes) == 1, notes  # only the poison: the honest updates are within the clip
+    found = re.fullmatch(
+        r"outer step: submission (0x[0-9a-f]+)'s update clipped to ([0-9.e-]+) of its norm .*", notes[0]
+    )
+    assert found is not None, notes[0]
+    assert int(found[1], 16) & (2**160 - 1) == int(poisoner["address"], 16)
+    # x100 of an honest-sized update, brought to at most 2 x the median: a factor of about 1/50.
+    assert 0 < float(found[2]) < 0.05
+    assert all(update["included"] for update in summary["rounds"][0]["updates"]), "nothing was checked"
