@@ -291,8 +291,9 @@ def demo_task_params(**changes: int) -> TaskParams:
     """Returns the numbers of `crucible demo` and of docs/contracts.md's worked example, in an
     18-decimal token: bounty 1000 over 2 rounds (500 a round: 450 for trainers, 50 for checks),
     every submission checked by 3 validators, slash 500 (half to the finders), validator slash 10,
-    bond 50, 60 s windows, and at most a tenth of validator stake assumed colluding (a demo runs its own
-    validators; the default for real tasks is a third). `changes` replaces fields by name."""
+    bond 50 (or, where other numbers make the appeal rule ask more, its least bond in whole tokens), 60 s
+    windows, and at most a tenth of validator stake assumed colluding (a demo runs its own validators; the
+    default for real tasks is a third). `changes` replaces fields by name."""
     token = 10**18
     values: dict[str, int] = {
         "bounty_wei": 1000 * token,
@@ -312,4 +313,8 @@ def demo_task_params(**changes: int) -> TaskParams:
         "challenge_window_s": 60,
         "colluding_share_ppm": 100_000,
     }
-    return TaskParams(**(values | changes))
+    values |= changes
+    if "dispute_bond_wei" not in changes:
+        least = TaskParams.model_construct(**values).least_dispute_bond_wei
+        values["dispute_bond_wei"] = max(values["dispute_bond_wei"], -(-least // token) * token)
+    return TaskParams(**values)
