@@ -315,6 +315,6 @@ def demo_task_params(**changes: int) -> TaskParams:
     }
     values |= changes
     if "dispute_bond_wei" not in changes:
-        least = TaskParams.model_construct(**values).least_dispute_bond_wei
+        least = TaskParams.model_construct(None, **values).least_dispute_bond_wei
         values["dispute_bond_wei"] = max(values["dispute_bond_wei"], -(-least // token) * token)
     return TaskParams(**values)
