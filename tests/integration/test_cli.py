@@ -195,9 +195,9 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     unconfirmed = net.run(*[arg for arg in create if arg != "--yes"], "--model", MODEL_CID)
     assert unconfirmed.code == 1 and unconfirmed.stdout == ""
     shown, asked, refused = unconfirmed.stderr.strip().splitlines()
-    assert shown.startswith("deterrence 1.007 (at least 1 passes): a cheat is caught with probability q = 0.370")
+    assert shown.startswith("deterrence 1.006 (at least 1 passes): a cheat is caught with probability q = 0.370")
     assert "(checked with p = 0.5, and honest validators hold most of its 3 positions while up to 33.3%" in shown
-    assert "loses S = " in shown and "at most R = " in shown and asked.rstrip().endswith("[y/N]")
+    assert "loses up to S = " in shown and "at most R = " in shown and asked.rstrip().endswith("[y/N]")
     assert refused.startswith("error: not confirmed: nothing was sent")
     assert_one_line_error(
         net.run(*create, "--model", MODEL_CID, "--env", str(tmp_path / "none.json")), "no such environment"
@@ -248,7 +248,7 @@ def test_refund_after_the_task_ends(net: Devnet) -> None:
     client = Crucible(Chain(net.rpc_url), Deployment.load(net.deployment))
     devnet.warp_to(client.chain, client.deadlines(task_id, 0).challenge)
     closed = net.run("task", "finalise", str(task_id), "--account", "dev1", "--yes", "--json").json()
-    assert closed == {"task_id": task_id, "round": 0, "task_ended": True}
+    assert closed == {"task_id": task_id, "round": 0, "task_ended": True, "unverified": False}
     assert_one_line_error(net.run("task", "refund", str(task_id), "--account", "dev1", "--yes"), "only the creator")
     refunded = net.run("task", "refund", str(task_id), "--yes", "--json").json()
     assert refunded == {"task_id": task_id, "refunded_wei": str(30 * 10**18)}

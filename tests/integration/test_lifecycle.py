@@ -328,7 +328,7 @@ def test_a_round_past_its_check_does_not_hold_up_the_next_ones_seed(crucible: Cr
     crucible.open_next_round(dev[0], task_id)
     crucible.fix_check_seed(dev[0], task_id)  # round 0 asks for a block, which then passes unused
     assert crucible.round(task_id, 0).seed_block
-    crucible.submit_work(dev[1], task_id, 1, cid("r1"), cid("u1"), 10, bytes(32))
+    crucible.submit_work(dev[1], task_id, 1, cid("r1"), cid("u1"), 10, bytes(32), base_round=0)
     round_0, round_1 = crucible.deadlines(task_id, 0), crucible.deadlines(task_id, 1)
     devnet.warp_to(crucible.chain, max(round_0.validate, round_1.submit))
     crucible.fix_check_seed(dev[0], task_id)  # round 1 asks for its block

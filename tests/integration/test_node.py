@@ -164,6 +164,11 @@ def test_one_node_one_round_submits_work_whose_artifacts_verify(
         assert set(delta) == {name for name, _ in loaded.model.named_parameters()}
 
         # After the windows the node finalises the round, settles its submission and claims, then exits.
+        # The round's check must start before its validate deadline (its seed fixed here, as any keeper may;
+        # the node would too), or the round ends unverified and nothing in it is paid.
+        devnet.warp_to(chain, crucible.deadlines(task_id, 0).submit)
+        devnet.fix_check_seed(crucible, dev[0], task_id)
+        assert crucible.round(task_id, 0).check_seed != bytes(32)
         devnet.warp_to(chain, crucible.deadlines(task_id, 0).challenge)
         remaining = read_events(node.stdout, "finished", 120)
         names = [e["event"] for e in remaining]
