@@ -44,6 +44,7 @@ def _options(args: argparse.Namespace, trainers: int, rule: str, poison: str | N
         eval_problems=args.eval_problems,
         settings=[f"training.aggregation.rule={rule}"],
         unsafe_no_validation=True,
+        port=args.port,
     )
 
 
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=None, help="prompts a trainer answers a round")
     parser.add_argument("--eval-problems", type=int, default=500)
     parser.add_argument("--poisons", default=",".join(POISONS), help="poison strategies, comma-separated")
+    parser.add_argument("--port", type=int, default=8700, help="the demo's first port (away from a running demo's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     poisons = [name for name in args.poisons.split(",") if name]
