@@ -24,8 +24,8 @@ from protocol.chain.assignment import (
 from protocol.chain.client import Crucible, Role
 from protocol.chain.ids import commitment, decode_submission_id, submission_id
 from protocol.chain.params import demo_task_params
-from protocol.chain.seeds import check_seed, dispute_seed
-from protocol.errors import ContractRevert
+from protocol.chain.seeds import HASH_HORIZON, check_seed, dispute_seed
+from protocol.errors import ConfigError, ContractRevert
 
 pytestmark = pytest.mark.integration
 TOKEN = 10**18
@@ -338,3 +338,44 @@ def test_a_round_past_its_check_does_not_hold_up_the_next_ones_seed(crucible: Cr
     crucible.fix_check_seed(dev[0], task_id)
     assert crucible.round(task_id, 1).check_seed != bytes(32)
     assert crucible.round(task_id, 0).check_seed == bytes(32), "a round past its validate deadline stays unverified"
+
+
+def test_a_dispute_on_a_round_never_checked_is_refused_in_one_line(crucible: Crucible, dev: list[Signer]) -> None:
+    """A round whose check never started (no seed by its validate deadline) has no committee to appeal to:
+    `Crucible.require_committee`, which `audit dispute` and the validator call before they send, refuses in one
+    line, and the market refuses the dispute too. Broken version: drop the check-seed test from
+    `require_committee` and no ConfigError is raised."""
+    task_id = crucible.create_task(dev[0], PARAMS, cid("model"), cid("env"))
+    crucible.stake(dev[1], 1000 * TOKEN, Role.TRAINER)
+    for validator in dev[4:7]:
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task_id)
+    sid = crucible.submit_work(dev[1], task_id, 0, cid("r"), cid("u"), 10, bytes(32))
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
+    with pytest.raises(ConfigError) as refused:
+        crucible.require_committee(sid)
+    assert "no committee can judge" in str(refused.value) and "\n" not in str(refused.value)
+    with pytest.raises(ContractRevert, match="MarketNoCommittee"):
+        crucible.dispute(dev[9], sid)
+
+
+def test_a_dispute_whose_seed_block_is_gone_gets_another(crucible: Crucible, dev: list[Signer]) -> None:
+    """Nobody fixed a dispute's seed within 256 blocks of its seed block, whose hash is then gone:
+    `Crucible.fix_dispute_seed` (what the validator sends before it votes) moves the seed block ahead instead of
+    sending a header the chain can no longer check, and the seed is fixed from the new block. Broken version:
+    send the old block's header regardless and the market refuses it (MarketWrongHeader)."""
+    crucible, task_id, ids = setup_round(crucible, dev)
+    honest = ids["dev2"]
+    attest_all(crucible, dev, honest, True)
+    devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
+    crucible.dispute(dev[9], honest)
+    old = crucible.dispute_state(honest).seed_block
+    crucible.chain.w3.provider.make_request("anvil_mine", [hex(HASH_HORIZON + 2)])  # type: ignore[arg-type]
+    assert crucible.fix_dispute_seed(dev[0], honest) is not None
+    moved = crucible.dispute_state(honest)
+    assert moved.seed == bytes(32) and moved.seed_block > old + HASH_HORIZON
+    assert [int(e["submissionId"]) for e in crucible.events("TaskMarket", "DisputeBlockMoved")] == [honest]
+    devnet.finish_dispute_seed(crucible, dev[0], honest)
+    mix = bytes(crucible.chain.w3.eth.get_block(moved.seed_block)["mixHash"])
+    assert crucible.dispute_state(honest).seed == dispute_seed(mix, honest)
+    assert len(crucible.dispute_committee(honest)) == PARAMS.validators_per_check
