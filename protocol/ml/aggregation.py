@@ -154,7 +154,8 @@ def aggregate(
             for delta, scale in zip(ordered, scales, strict=True)
         ]
         total = torch.zeros_like(value, dtype=torch.float32)
-        if trim:
+        # A weight no update touches (LoRA's untargeted ones) stays zero and counts for no one's trimmed share.
+        if trim and any(part is not None for part in parts):
             stacked = torch.stack([torch.zeros_like(total) if part is None else part for part in parts])
             ranked, order = torch.sort(stacked, dim=0, stable=True)
             for rank in range(trim, count - trim):

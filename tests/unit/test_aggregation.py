@@ -206,3 +206,28 @@ def test_the_robust_rules_give_the_same_bits_in_every_process_and_thread_count()
     assert step.notes is not None
     digest.update(json.dumps([note.model_dump() for note in step.notes]).encode())
     assert digest.hexdigest() == runs[0]["clipped_mean"]
+
+
+def test_a_trimmed_share_counts_only_the_weights_an_update_touches() -> None:
+    """LoRA updates leave most weights alone: those are not "trimmed" from anyone (and are not sorted at all).
+    Broken version: drop the `any(part is not None ...)` guard in `aggregate` and the untouched weights' ties are
+    counted as trimmed from the first and last update: the shares move."""
+    settings = TrainingSettings(
+        adapter=AdapterSettings(kind="lora", rank=2, alpha=4, target_modules=["a"]),
+        aggregation=AggregationSettings(rule="trimmed_mean", clip_multiple=100.0, trim=1),
+    )
+    generator = torch.Generator().manual_seed(9)
+    base = {"a.weight": torch.zeros(64, 48), "untouched.weight": torch.zeros(512, 512)}
+    updates = [
+        (
+            index,
+            {"a.lora_A": torch.randn(2, 48, generator=generator), "a.lora_B": torch.randn(64, 2, generator=generator)},
+        )
+        for index in range(3)
+    ]
+    step = aggregate(base, updates, settings)
+    alone = aggregate({"a.weight": base["a.weight"]}, updates, settings)
+    assert step.notes is not None and alone.notes is not None
+    assert [note.trimmed_share for note in step.notes] == [note.trimmed_share for note in alone.notes]
+    assert math.isclose(sum(note.trimmed_share for note in step.notes), 2.0)
+    assert torch.equal(step.state["untouched.weight"], base["untouched.weight"])
