@@ -23,7 +23,7 @@ from protocol.chain.assignment import (
 )
 from protocol.chain.client import Crucible, Role
 from protocol.chain.ids import commitment, decode_submission_id, submission_id
-from protocol.chain.params import demo_task_params
+from protocol.chain.params import TaskParams, demo_task_params
 from protocol.chain.seeds import HASH_HORIZON, check_seed, dispute_seed
 from protocol.errors import ConfigError, ContractRevert
 
@@ -55,6 +55,16 @@ def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[Crucible, int, d
     wish = distinct_checks(ids["dev1"])
     crucible = fix_check_seed_where(crucible.chain.rpc_url, crucible.deployment, dev[0], task_id, wish)
     return crucible, task_id, ids
+
+
+def small_task(crucible: Crucible, dev: list[Signer], params: TaskParams) -> int:
+    """A task with `params`, trainer dev1 staked and validators dev4-dev6 seated; returns its id."""
+    task_id = crucible.create_task(dev[0], params, cid("model"), cid("env"))
+    crucible.stake(dev[1], 1000 * TOKEN, Role.TRAINER)
+    for validator in dev[4:7]:
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task_id)
+    return task_id
 
 
 def by_address(dev: list[Signer]) -> dict[str, Signer]:
@@ -208,11 +218,7 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
     minimum benches the validator, which `crucible validator run` then refuses in one line."""
     params = demo_task_params(rounds=2, validators_per_check=3, min_validator_stake_wei=150 * TOKEN,
                               validator_slash_wei=100 * TOKEN, dispute_bond_wei=100 * TOKEN)  # fmt: skip
-    task_id = crucible.create_task(dev[0], params, cid("model"), cid("env"))
-    crucible.stake(dev[1], 1000 * TOKEN, Role.TRAINER)
-    for validator in dev[4:7]:
-        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-        crucible.join_task(validator, task_id)
+    task_id = small_task(crucible, dev, params)
     sid = crucible.submit_work(dev[1], task_id, 0, cid("r"), cid("u"), 10, bytes(32))
     crucible = fix_check_seed_where(crucible.chain.rpc_url, crucible.deployment, dev[0], task_id, distinct_checks(sid))
     lazy, *honest = crucible.assigned_validators(sid)
@@ -318,11 +324,7 @@ def test_a_round_past_its_check_does_not_hold_up_the_next_ones_seed(crucible: Cr
     round's block, not the stale round's. Broken version: drop `now < deadlines.validate` from
     `Crucible._seed_header` — the stale round's header is sent for ever and round 1 is never checked."""
     params = demo_task_params(max_staleness=1)
-    task_id = crucible.create_task(dev[0], params, cid("model"), cid("env"))
-    crucible.stake(dev[1], 1000 * TOKEN, Role.TRAINER)
-    for validator in dev[4:7]:
-        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-        crucible.join_task(validator, task_id)
+    task_id = small_task(crucible, dev, params)
     crucible.submit_work(dev[1], task_id, 0, cid("r0"), cid("u0"), 10, bytes(32))
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
     crucible.open_next_round(dev[0], task_id)
@@ -345,11 +347,7 @@ def test_a_dispute_on_a_round_never_checked_is_refused_in_one_line(crucible: Cru
     `Crucible.require_committee`, which `audit dispute` and the validator call before they send, refuses in one
     line, and the market refuses the dispute too. Broken version: drop the check-seed test from
     `require_committee` and no ConfigError is raised."""
-    task_id = crucible.create_task(dev[0], PARAMS, cid("model"), cid("env"))
-    crucible.stake(dev[1], 1000 * TOKEN, Role.TRAINER)
-    for validator in dev[4:7]:
-        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-        crucible.join_task(validator, task_id)
+    task_id = small_task(crucible, dev, PARAMS)
     sid = crucible.submit_work(dev[1], task_id, 0, cid("r"), cid("u"), 10, bytes(32))
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
     with pytest.raises(ConfigError) as refused:
