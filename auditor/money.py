@@ -10,7 +10,14 @@ from auditor.index import EventIndex
 from protocol.chain.client import Crucible
 from protocol.errors import ConfigError
 
-CREDIT_KINDS = ("trainer_reward", "validator_fee", "finder_share", "bond_returned", "committee_share")
+CREDIT_KINDS = (
+    "trainer_reward",
+    "validator_fee",
+    "finder_share",
+    "bond_returned",
+    "committee_share",
+    "canary_prize",
+)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import secrets
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -68,7 +69,9 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
         record("joinTask", crucible.join_task(signer, task_id))
     ids = []
     for signer, units in zip(dev[1:4], (300, 100, 200), strict=True):
-        function = crucible.market.functions.submitWork(task_id, 0, 0, CID, CID, units, bytes(32))
+        function = crucible.market.functions.submitWork(
+            task_id, 0, 0, CID, CID, units, bytes(32), secrets.token_bytes(32)
+        )
         record("submitWork", chain.transact(function, signer))
         ids.append((task_id << 192) | int(signer.address, 16))
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).submit)
@@ -111,7 +114,7 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
 
 def _approve_then(crucible: Crucible, signer: Signer, sid: int) -> Any:
     crucible.ensure_allowance(signer, crucible.market.address, PARAMS.dispute_bond_wei)
-    return crucible.market.functions.dispute(sid)
+    return crucible.market.functions.dispute(sid, crucible.submission(sid).rejected)
 
 
 def scaling_gas(crucible: Crucible, dev: list[Signer], counts: tuple[int, ...]) -> list[dict[str, int]]:
@@ -128,7 +131,9 @@ def scaling_gas(crucible: Crucible, dev: list[Signer], counts: tuple[int, ...]) 
         submit_gas = []
         for signer in trainers:
             crucible.stake(signer, 600 * TOKEN, Role.TRAINER)
-            function = crucible.market.functions.submitWork(task_id, 0, 0, CID, CID, 100, bytes(32))
+            function = crucible.market.functions.submitWork(
+                task_id, 0, 0, CID, CID, 100, bytes(32), secrets.token_bytes(32)
+            )
             submit_gas.append(int(crucible.chain.transact(function, signer)["gasUsed"]))
         devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).submit)
         devnet.fix_check_seed(crucible, dev[0], task_id)

@@ -14,7 +14,8 @@ the same held-out problems, so runs pair problem by problem:
 A difference whose interval holds zero is no difference. Runs differ by more than the poison: each run's
 chain seeds pick other prompts, so the figures carry training noise too (say so beside them).
 
-Run: .venv/bin/python -m bench.poison [--model tiny] [--trainers 3,5] [--rounds 3] [--prompts 64] [--json]
+Run: .venv/bin/python -m bench.poison [--model tiny] [--trainers 3,5] [--rounds 3] [--prompts 64] [--rules mean]
+[--poisons scaled-update] [--json]
 """
 
 from __future__ import annotations
@@ -61,14 +62,16 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=None, help="prompts a trainer answers a round")
     parser.add_argument("--eval-problems", type=int, default=500)
     parser.add_argument("--poisons", default=",".join(POISONS), help="poison strategies, comma-separated")
+    parser.add_argument("--rules", default=",".join(RULES), help="outer-step rules, comma-separated")
     parser.add_argument("--port", type=int, default=8700, help="the demo's first port (away from a running demo's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     poisons = [name for name in args.poisons.split(",") if name]
+    rules = [name for name in args.rules.split(",") if name]
     finals: dict[tuple[int, str, str | None], tuple[float, ...]] = {}
     runs: list[dict[str, Any]] = []
     for trainers in (int(count) for count in args.trainers.split(",")):
-        for rule in RULES:
+        for rule in rules:
             for poison in (None, *poisons):
                 started = time.perf_counter()
                 with Demo(_options(args, trainers, rule, poison), lambda message: None, lambda *stage: None) as demo:
@@ -89,6 +92,7 @@ def main() -> None:
     rule_cost = [
         {"trainers": trainers, **_figures(finals[trainers, "mean", None], finals[trainers, "clipped_mean", None])}
         for trainers in sorted({key[0] for key in finals})
+        if (trainers, "mean", None) in finals and (trainers, "clipped_mean", None) in finals
     ]
     document = {
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",

@@ -81,7 +81,8 @@ def measure(trainers: int, validators: int, threads: int, folder: Path) -> dict[
         sent[0] = 0
         started = time.perf_counter()
         run("submitWork", [lambda s=s: chain.transact(crucible.market.functions.submitWork(
-            task_id, 0, 0, cid, cid, 1000, keccak(text=s.address)), s) for s in trainer_keys])  # fmt: skip
+            task_id, 0, 0, cid, cid, 1000, keccak(text=s.address), keccak(text=f"tag {s.address}")), s)
+            for s in trainer_keys])  # fmt: skip
         deadlines = crucible.deadlines(task_id, 0)
         devnet.warp_to(chain, deadlines.submit)
         run("fixCheckSeed", [lambda: devnet.fix_check_seed(crucible, creator, task_id)])

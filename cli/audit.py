@@ -386,7 +386,7 @@ def dispute(
             f"from {signer.address}, returned only if the committee upholds the dispute."
         )
         confirm_or_abort("Send the dispute?", yes)
-        receipt = crucible.dispute(signer, value)
+        receipt = crucible.dispute(signer, value, claim_valid=audit.rejected)
     document = {
         "submission": str(value),
         "disputer": signer.address,

@@ -102,6 +102,14 @@ def demo(
     unsafe_no_validation: bool = typer.Option(
         False, "--unsafe-no-validation", help="Validators attest without checking: shows what cheats then do."
     ),
+    validator_adversary: list[str] = typer.Option(
+        [], "--validator-adversary", help="A validator's red-team strategy, lazy or liar (repeatable: the first ones)."
+    ),
+    canary_rate: float = typer.Option(
+        0.0,
+        "--canary-rate",
+        help="The task's canary rate (0 to 0.5); above 0, canary nodes plant the creator's known-bad work every round.",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:
     """Run a whole decentralised RL task on a private devnet: trainers (one cheating) and validators as
@@ -126,6 +134,8 @@ def demo(
         keep=keep,
         port=port,
         unsafe_no_validation=unsafe_no_validation,
+        validator_adversaries=list(validator_adversary),
+        canary_rate=canary_rate,
     )
     run_demo(options, json_output)
 

@@ -26,10 +26,17 @@ def run(
     dispute: bool = typer.Option(
         None, "--dispute/--no-dispute", help="Dispute a rejection of its work (default: unless an adversary)."
     ),
+    canary: bool = typer.Option(
+        False, "--canary", help="Plant the task creator's canaries: known-bad work, revealed after the votes."
+    ),
+    creator_account: str = typer.Option(
+        None, "--creator-account", help="With --canary: the task's creator (devN, env, a keystore name), who reveals."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print events as JSON lines on stdout."),
 ) -> None:
     """Train on a task: fetch each round's checkpoint, generate with proofs, train, submit, claim."""
     from node.adversary import adversary_of
+    from node.canary import Canary
     from node.runner import NodeOptions, TrainerNode
     from protocol.artifacts.backends import open_store
     from protocol.ml.model import checked_device
@@ -39,6 +46,11 @@ def run(
         raise ConfigError(f"--rounds must be at least 1, got {rounds}")
     if batch_size < 1 or poll <= 0:
         raise ConfigError("--batch-size must be at least 1 and --poll above 0")
+    if canary != (creator_account is not None):
+        raise ConfigError("--canary and --creator-account go together: the creator reveals its canaries")
+    if canary and adversary is not None:
+        raise ConfigError("--canary picks its own faults: leave out --adversary")
+    cli = context(ctx)
     options = NodeOptions(
         task_id=task,
         rounds=rounds,
@@ -48,8 +60,8 @@ def run(
         adversary=adversary_of(adversary),
         force_adversary=force_adversary,
         dispute=dispute,
+        canary=Canary(cli.signer(creator_account)) if canary else None,
     )
-    cli = context(ctx)
     signer = cli.signer(account)
     node = TrainerNode(
         cli.crucible(), signer, open_store(store, signer), options, Reporter("node", json_output, stderr)

@@ -108,6 +108,13 @@ def create(
         help="Rounds a submission's base checkpoint may lag its round (0-8). 0 keeps rounds sequential; 1 or 2 "
         "pipelines them: the next round opens when one stops taking work, and trainers never wait for validation.",
     ),
+    canary_rate: float = typer.Option(
+        0.0,
+        "--canary-rate",
+        help="Most canaries a round may reveal, as a share of its submissions, in [0, 0.5]: known-bad work you "
+        "plant (crucible node run --canary) to slash validators who attest without checking; a revealed canary's "
+        "share of the trainer budget pays those who caught it.",
+    ),
     store: str = typer.Option(None, "--store", help=STORE_HELP + " The model and spec must be served there."),
     skip_availability_check: bool = typer.Option(
         False,
@@ -132,6 +139,7 @@ def create(
     sample_ppm = fraction(sample_rate, "--sample-rate", PPM, allow_zero=False)
     fee_bps = fraction(validator_fee, "--validator-fee", BPS)
     colluding_ppm = fraction(colluding_share, "--colluding-share", PPM)
+    canary_ppm = fraction(canary_rate, "--canary-rate", PPM)
     finder_bps = fraction(finder_share, "--finder-share", BPS)
     unit = 10**decimals
     if slash is None:
@@ -184,6 +192,7 @@ def create(
             challenge_window_s=challenge_window,
             colluding_share_ppm=colluding_ppm,
             max_staleness=max_staleness,
+            canary_rate_ppm=canary_ppm,
         )
     except ValidationError as error:
         first = error.errors()[0]
@@ -293,6 +302,7 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
                     "votes": bin(sub.voted_mask).count("1"),
                     "invalid_votes": bin(sub.invalid_mask).count("1"),
                     "rejected": sub.rejected,
+                    "canary": sub.canary,
                     "disputed": sub.disputed,
                     "settled": sub.settled,
                 }
@@ -312,6 +322,7 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
                 "unverified": state.unverified,
                 "seat_stake_wei": str(state.seat_stake),
                 "included_units": state.included_units,
+                "canaries": state.canaries,
                 "open_disputes": state.open_disputes,
                 "submissions": submissions,
             }
@@ -348,6 +359,7 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
             "challenge": task.challenge_window_s,
         },
         "colluding_share": crucible.task_params(task_id).colluding_share_ppm / PPM,
+        "canary_rate": task.canary_rate_ppm / PPM,
         "validators": [member.account for member in members],
         "seats": [
             {"validator": member.account, "stake_wei": str(crucible.seat_of(task_id, member.account).stake)}
@@ -404,6 +416,7 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
                     + format_tokens(sum(int(seat["stake_wei"]) for seat in document["seats"]), decimals, symbol),
                 ),
                 ("colluding share assumed", f"{document['colluding_share']:.1%}"),
+                ("canary rate", f"{document['canary_rate']:.1%}" if document["canary_rate"] else "no canaries"),
                 ("refundable now", amount("refundable")),
             ],
         )
@@ -422,7 +435,7 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
             title_justify="left",
         )
         for sub in round_doc["submissions"]:
-            outcome = "rejected" if sub["rejected"] else "included"
+            outcome = "canary" if sub["canary"] and sub["rejected"] else "rejected" if sub["rejected"] else "included"
             table.add_row(
                 sub["trainer"],
                 str(sub["work_units"]),

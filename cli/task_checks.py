@@ -30,6 +30,7 @@ OPTION_OF = {
     "challenge_window_s": "--challenge-window",
     "colluding_share_ppm": "--colluding-share",
     "max_staleness": "--max-staleness",
+    "canary_rate_ppm": "--canary-rate",
 }
 
 

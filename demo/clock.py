@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 
 from demo.children import Children
 from protocol.chain import devnet
@@ -37,6 +38,7 @@ class Clock:
     children: Children
     stage: Callable[[str, int, int], None]
     wait: Callable[[str, Condition], None]  # waits for the condition, failing on a child's failure
+    canaries: list[str] = field(default_factory=list)  # addresses planting the creator's canaries
 
     def play(self) -> None:
         """Moves the clock from deadline to deadline until the task ends: each time the work due before the
@@ -60,6 +62,15 @@ class Clock:
                 elif now < deadlines.validate:
                     due.append((deadlines.validate, False, f"round {r} of 0-{last}: validators checking",
                                 self._checked(r)))  # fmt: skip
+                elif (
+                    r == task.current_round
+                    and self.canaries
+                    and now < deadlines.validate + task.challenge_window_s // 2
+                ):
+                    # The canaries are revealed in the challenge window's first half; validators dispute after it.
+                    reveals_end = deadlines.validate + task.challenge_window_s // 2
+                    due.append((reveals_end, False, f"round {r} of 0-{last}: revealing canaries",
+                                partial(self._revealed, r)))  # fmt: skip
                 elif r == task.current_round:
                     final_from = max(crucible.final_from(task_id, r), now)
                     due.append((final_from, False, f"round {r} of 0-{last}: agreeing the next checkpoint",
@@ -112,9 +123,39 @@ class Clock:
         return done
 
     def _agreed(self, round_index: int) -> Condition:
+        """Whether the round's canaries are revealed (a reveal changes what is aggregated), its disputes resolved
+        and its next checkpoint agreed."""
+
         def done() -> bool:
+            if not self._revealed(round_index):
+                return False
+            self._close_tied_disputes(round_index)
             state = self.crucible.round(self.task_id, round_index)
+            if state.finalised:  # finalised once a tied dispute's deadline passed, agreed or not
+                return True
             # A round whose work was all rejected has nothing to aggregate: it keeps its checkpoint.
             return state.open_disputes == 0 and (state.agreed_next != bytes(32) or state.included_units == 0)
 
         return done
+
+    def _revealed(self, round_index: int) -> bool:
+        """Whether every canary planted in the round was revealed (or disputed first: then its dispute decides)."""
+        planted = [
+            int(e["submissionId"])
+            for e in self.crucible.submissions(self.task_id, round_index)
+            if str(e["trainer"]) in self.canaries
+        ]
+        return all((state := self.crucible.submission(s)).canary or state.disputed for s in planted)
+
+    def _close_tied_disputes(self, round_index: int) -> None:
+        """A dispute whose whole committee voted without a majority (a lazy member against an honest one) waits
+        for its deadline: the clock moves there, and the validators resolve it (not upheld)."""
+        now = self.crucible.chain.now()
+        for event in self.crucible.submissions(self.task_id, round_index):
+            submission = int(event["submissionId"])
+            if not self.crucible.submission(submission).disputed:
+                continue
+            dispute = self.crucible.dispute_state(submission)
+            if dispute.open and dispute.voted_mask.bit_count() >= self.per_check and now < dispute.deadline:
+                devnet.warp_to(self.crucible.chain, dispute.deadline)
+                now = dispute.deadline

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from node.adversary import ADVERSARIES
-from protocol.chain.params import MAX_STALENESS, MIN_WINDOW_S
+from protocol.chain.params import MAX_CANARY_RATE_PPM, MAX_STALENESS, MIN_WINDOW_S, PPM
 from protocol.errors import ConfigError
 from protocol.ml.envs.spec import MAX_SAMPLES, EnvSpec, load_spec_file, spec_with_settings
 from protocol.ml.importing import PACKAGED
 from protocol.ml.model import SIZES
+from validator.adversary import ADVERSARIES as VALIDATOR_ADVERSARIES
 
 
 @dataclass
@@ -45,6 +47,15 @@ class DemoOptions:
     keep: bool = False
     port: int = 8600
     unsafe_no_validation: bool = False  # validators attest without checking (`--adversary lazy`): a lesson
+    validator_adversaries: list[str] = field(default_factory=list)  # the first validators' strategies
+    # The task's canary rate (a share of a round's submissions, at most half); above 0, canary nodes (as many as
+    # the rate of the trainers, at least one) plant the creator's canaries every round.
+    canary_rate: float = 0.0
+
+    @property
+    def canary_nodes(self) -> int:
+        """How many canary nodes the demo runs beside its trainers."""
+        return 0 if self.canary_rate == 0 else max(1, math.ceil(self.canary_rate * self.trainers))
 
     @property
     def round_count(self) -> int:
@@ -78,6 +89,16 @@ class DemoOptions:
         for name in self.adversaries:
             if name not in ADVERSARIES:
                 raise ConfigError(f"unknown adversary {name!r}: one of {', '.join(sorted(ADVERSARIES))}")
+        if len(self.validator_adversaries) > self.validators:
+            raise ConfigError(
+                f"{len(self.validator_adversaries)} validator adversaries for {self.validators} validators"
+            )
+        for name in self.validator_adversaries:
+            if name not in VALIDATOR_ADVERSARIES:
+                choices = ", ".join(sorted(VALIDATOR_ADVERSARIES))
+                raise ConfigError(f"unknown validator adversary {name!r}: one of {choices}")
+        if not 0 <= self.canary_rate <= MAX_CANARY_RATE_PPM / PPM:
+            raise ConfigError(f"--canary-rate must be in [0, {MAX_CANARY_RATE_PPM / PPM}], got {self.canary_rate}")
         unknown = not self.made_up and self.model not in PACKAGED and not (Path(self.model) / "config.json").is_file()
         if unknown:
             choices = ", ".join([*sorted(PACKAGED), *SIZES])

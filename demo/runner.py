@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from auditor.audit import Auditor
 from auditor.index import EventIndex
-from auditor.money import market_balance_check, money_check
+from auditor.money import CREDIT_KINDS, market_balance_check, money_check
 from demo.children import Children
 from demo.clock import Clock, round_final
 from demo.options import LONG_WINDOW_S, DemoOptions
@@ -38,6 +38,7 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import DEVNET_UNBONDING_S, deploy
+from protocol.chain.ids import decode_submission_id
 from protocol.chain.params import PPM, demo_task_params
 from protocol.config import crucible_home, devnet_settings
 from protocol.errors import CrucibleError
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
 
 TOKEN = 10**18
 STEP_TIMEOUT_S = 600
+CANARY = "canary"  # a participant that plants the creator's canaries (`crucible node run --canary`)
+CANARY_PRIZE = CREDIT_KINDS.index("canary_prize")
 
 
 @dataclass
@@ -163,6 +166,7 @@ class Demo:
             validate_window_s=windows,
             challenge_window_s=windows,
             max_staleness=options.max_staleness,
+            canary_rate_ppm=round(options.canary_rate * PPM),
         )
         task_id = crucible.create_task(creator, params, model_cid, env_cid)
         bounty = format_tokens(params.bounty_wei, 18, "CRU")
@@ -195,7 +199,10 @@ class Demo:
         cores = os.cpu_count() or 1
         for person in people:
             role_args = ["node" if person.role == "trainer" else "validator", "run", *common]
-            if person.adversary:
+            if person.adversary == CANARY:
+                # The creator's canaries: it reveals them with its own key (a devnet account the child knows).
+                role_args += ["--canary", "--creator-account", "dev0"]
+            elif person.adversary:
                 role_args += ["--adversary", person.adversary]
             threads = max(1, cores // options.trainers) if person.role == "trainer" else cores
             core = None
@@ -203,9 +210,11 @@ class Demo:
                 threads, core = 1, people.index(person) % cores
             children.start(person.name, role_args, key=person.key, threads=threads, core=core)
         trainers = [(p.signer.address, p.name) for p in people if p.role == "trainer"]
+        canaries = [p.signer.address for p in people if p.adversary == CANARY]
         if options.windows_s is None:
             wait = partial(self._wait, children=children, tick=crucible)
-            Clock(crucible, task_id, options.round_count, trainers, per_check, children, self.stage, wait).play()
+            Clock(crucible, task_id, options.round_count, trainers, per_check, children, self.stage, wait,
+                  canaries).play()  # fmt: skip
         else:  # real windows: the roles move the rounds on themselves, as on a public chain
             for round_index in range(options.round_count):
                 self.stage(f"round {round_index} of 0-{options.round_count - 1} (real windows)", round_index,
@@ -226,15 +235,18 @@ class Demo:
             adversary = adversaries[i - (options.trainers - len(adversaries))] if i >= options.trainers - len(
                 adversaries) else None  # fmt: skip
             people.append(self._fund(crucible, creator, f"trainer-{i + 1}", "trainer", adversary))
-        lazy = "lazy" if options.unsafe_no_validation else None
+        for i in range(options.canary_nodes):
+            people.append(self._fund(crucible, creator, f"canary-{i + 1}", "trainer", CANARY))
         for i in range(options.validators):
-            people.append(self._fund(crucible, creator, f"validator-{i + 1}", "validator", lazy))
+            strategy = options.validator_adversaries[i] if i < len(options.validator_adversaries) else None
+            strategy = "lazy" if options.unsafe_no_validation else strategy
+            people.append(self._fund(crucible, creator, f"validator-{i + 1}", "validator", strategy))
         return people
 
     @staticmethod
     def _fund(crucible: Crucible, creator: Signer, name: str, role: str, adversary: str | None) -> Participant:
         signer, key = devnet.funded_account(crucible, creator, f"crucible-demo-{name}", 5000 * TOKEN, name=name)
-        label = f"{name} ({adversary})" if adversary else name
+        label = f"{name} ({adversary})" if adversary and adversary != CANARY else name
         return Participant(label, role, signer, key, adversary)
 
     def _wait(
@@ -271,6 +283,29 @@ class Demo:
             return None
         finished = [e for e in self.children.events(person.name) if e.get("event") == "finished"]
         return float(finished[-1]["busy_fraction"]) if finished else None
+
+    @staticmethod
+    def _canaries(index: EventIndex, task_id: int, names: dict[str, str]) -> list[dict[str, Any]]:
+        """Each revealed canary: its round and planter, the validators it slashed (they voted it valid) and those
+        it paid (they voted it invalid: its prize)."""
+        found = []
+        for event in index.events("CanaryRevealed", task=task_id):
+            submission = int(event.args["submissionId"])
+            _, round_index, trainer = decode_submission_id(submission)
+            slashed = [
+                names.get(e.args["validator"], e.args["validator"])
+                for e in index.events("ValidatorPenalised", submission=submission)
+            ]
+            # Its prize is credited in the transaction that settles it (a credit names no submission).
+            settled = {e.tx for e in index.events("Settled", submission=submission)}
+            paid = [(names.get(e.args["account"], e.args["account"]), int(e.args["amount"]))
+                    for e in index.events("Credited", task=task_id)
+                    if int(e.args["kind"]) == CANARY_PRIZE and e.tx in settled]  # fmt: skip
+            found.append({
+                "submission": str(submission), "round": round_index, "trainer": names.get(trainer, trainer),
+                "slashed": slashed, "prize_wei": {name: str(amount) for name, amount in paid},
+            })  # fmt: skip
+        return found
 
     @staticmethod
     def _rollout_reward(audit: RoundAudit, store: LocalStore) -> float | None:
@@ -347,6 +382,7 @@ class Demo:
                 if ends[0] is not None and ends[1] is not None:
                     self.held_out[mode] = (ends[0], ends[1])
                 gain[mode] = None if ends[0] is None or ends[1] is None else paired_gain(ends[0], ends[1]).as_json()
+            canaries = self._canaries(index, task_id, names)
             books = money_check(crucible, index, task_id)
             market = market_balance_check(crucible, index)
             accounts = []
@@ -369,6 +405,7 @@ class Demo:
             "rounds": rounds,
             "gain": gain,
             "accounts": accounts,
+            "canaries": canaries,
             "refunded_wei": str(refund),
             "money_check": books.as_json() | {"market": market, "balanced": books.balanced and market["balanced"]},
         }

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from node.adversary import Adversary
+from node.canary import Canary
 from node.work import Progress, RoundWork, produce_work
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore, Store
 from protocol.chain.client import Crucible, Role, TaskState
 from protocol.chain.ids import submission_id
-from protocol.errors import ContractRevert
+from protocol.errors import ConfigError, ContractRevert
 from protocol.ml.compression import carried_residual, load_residual, save_update
 from protocol.ml.envs.spec import EnvSpec
 from protocol.ml.model import ModelCache
@@ -42,10 +43,14 @@ class NodeOptions:
     force_adversary: bool = False
     # Dispute a rejection of its own submission (None: an honest node does, a red-team one does not).
     dispute: bool | None = None
+    # Plant the task creator's canaries instead of real work (`node.canary`); its fault is the adversary.
+    canary: Canary | None = None
 
     @property
     def disputes_rejections(self) -> bool:
-        """Whether the node disputes a rejection of its submission."""
+        """Whether the node disputes a rejection of its submission (a canary never does)."""
+        if self.canary is not None:
+            return False
         return self.adversary is None if self.dispute is None else self.dispute
 
 
@@ -91,7 +96,10 @@ class TrainerNode(Participant):
     def check_ready(self) -> EnvSpec:
         """Refuses to start when the node cannot take part; returns the task's environment spec."""
         adversary = self.options.adversary
-        self.refuse_red_team_off_devnet(adversary.name if adversary else None, self.options.force_adversary)
+        if self.options.canary is not None:
+            self._check_canary()
+        else:
+            self.refuse_red_team_off_devnet(adversary.name if adversary else None, self.options.force_adversary)
         # Stake its own open submissions lock is its own: a node restarted after submitting resumes them
         # (and settles them, which unlocks it) instead of asking for more.
         open_own = self._open_submissions()
@@ -103,6 +111,18 @@ class TrainerNode(Participant):
         if open_own:
             self.reporter.event("resuming", submissions=[str(e["submissionId"]) for e in open_own])
         return self.task_spec()
+
+    def _check_canary(self) -> None:
+        """A canary node plants the creator's canaries in a task that takes them, or refuses in one line."""
+        task_id = self.options.task_id
+        task = self.crucible.task(task_id)
+        creator = self.options.canary.creator if self.options.canary else None
+        if creator is None or creator.address.lower() != task.creator.lower():
+            raise ConfigError(f"--creator-account must be the creator of task {task_id} ({task.creator}): it reveals")
+        if task.canary_rate_ppm == 0:
+            raise ConfigError(f"task {task_id} takes no canaries (its canary rate is 0)")
+        if creator.address.lower() == self.address.lower():
+            raise ConfigError("a canary is planted from an address of its own, not the creator's")
 
     def _open_submissions(self) -> list[dict[str, Any]]:
         """The WorkSubmitted events of this node's submissions to the task not settled yet."""
@@ -222,6 +242,9 @@ class TrainerNode(Participant):
                 # Its open submissions still lock the stake (settled when their rounds end), or it was slashed.
                 return self._skip(round_index, NO_FREE_STAKE)
             base = newest_agreed
+            if self.options.canary is not None:
+                market = self.crucible.market.address
+                self.options.adversary = self.options.canary.fault(market, self._submission(round_index))
             if self.options.adversary is not None:
                 base = self.options.adversary.base_round(round_index, newest_agreed, self._max_staleness())
             prepared = self._prepare(round_index, spec, base)
@@ -331,6 +354,7 @@ class TrainerNode(Participant):
                 choice.work_units,
                 choice.digest(),
                 base_round=choice.base_of(round_index),
+                tag=self._tag(round_index),
             )
         except ContractRevert as error:
             if error.name == "MarketDuplicateSubmission":
@@ -355,6 +379,36 @@ class TrainerNode(Participant):
             work_units=choice.work_units,
             base_round=choice.base_of(round_index),
         )
+
+    def _submission(self, round_index: int) -> int:
+        return submission_id(self.options.task_id, round_index, self.address)
+
+    def _tag(self, round_index: int) -> bytes | None:
+        """A canary's tag; None (random bytes) for real work."""
+        canary = self.options.canary
+        return canary.tag(self.crucible.market.address, self._submission(round_index)) if canary else None
+
+    def _reveal_canary(self, round_index: int) -> None:
+        """A canary node reveals its canary once the votes are in: from the validate deadline until the middle of
+        the challenge window (a dispute on it may still follow)."""
+        canary = self.options.canary
+        if canary is None:
+            return
+        submission = self._submission(round_index)
+        state = self.crucible.submission(submission)
+        if state.canary or state.disputed or state.work_units == 0:
+            return
+        deadlines = self.crucible.deadlines(self.options.task_id, round_index)
+        closes = deadlines.validate + self.crucible.task(self.options.task_id).challenge_window_s // 2
+        if not deadlines.validate <= self.crucible.chain.now() < closes:
+            return
+        if not self.lands_before(closes, "reveal_canary", round=round_index):
+            return
+        with self.racing("reveal_canary", round=round_index):
+            self.crucible.reveal_canary(
+                canary.creator, submission, canary.salt(self.crucible.market.address, submission)
+            )
+            self.reporter.event("canary_revealed", round=round_index, submission=str(submission))
 
     def _skip(self, round_index: int, reason: str) -> None:
         self.journal.record(round_index, RoundRecord("skipped", reason=reason))
@@ -386,13 +440,14 @@ class TrainerNode(Participant):
         if not self.lands_before(deadlines.challenge, "dispute", round=round_index):
             return
         with self.racing("dispute", round=round_index):
-            self.crucible.dispute(self.signer, submission)
+            self.crucible.dispute(self.signer, submission, claim_valid=True)
             self.reporter.event("disputed", round=round_index, submission=str(submission))
 
     def _settle_and_claim(self) -> None:
         task_id = self.options.task_id
         for round_index in self.journal.with_status("submitted"):
             if not self.crucible.round(task_id, round_index).finalised:
+                self._reveal_canary(round_index)
                 self._dispute_rejection(round_index)
                 continue
             submission = submission_id(task_id, round_index, self.address)

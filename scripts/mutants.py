@@ -23,6 +23,8 @@ PARAMS = "contracts/src/libraries/Params.sol"
 PULL = "contracts/src/libraries/Pull.sol"
 DRAWS = "contracts/src/libraries/Draws.sol"
 DISPUTES = "contracts/src/libraries/Disputes.sol"
+CANARIES = "contracts/src/libraries/Canaries.sol"
+REVEAL_RULES = "test_RevertWhen_RevealBreaksARule"
 LIMITS = "test_RevertWhen_LimitBroken"
 # The platform binary itself: the npm wrapper in node_modules/.bin exits 0 even when tests fail.
 ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[platform.machine()]
@@ -230,6 +232,76 @@ MUTANTS = [
         "abi.encode(block.chainid, market, taskId, round, baseRound, trainer, proofsDigest)",
         "abi.encode(block.chainid, market, taskId, round, trainer, proofsDigest)",
         "test_CommitmentCannotBeReplayed",
+    ),
+    # Canaries: a reveal before the votes or late in the challenge window, by anyone, with any salt, beyond the
+    # rate; a rate above half; a revealed canary settled as a cheat, its valid voters paid, its catchers unpaid,
+    # its units left out of the split once caught; a false canary nobody but its owner may appeal.
+    ("canary-reveal-early", CANARIES, "Ids.within(validateDeadline, ", "Ids.within(0, ", REVEAL_RULES),
+    ("canary-reveal-late", CANARIES, "task.challengeWindow / 2);", "task.challengeWindow);", REVEAL_RULES),
+    ("canary-any-salt", CANARIES, " || sub.tag != Ids.canaryTag(salt, submissionId)", "", REVEAL_RULES),
+    ("canary-by-anyone", CANARIES, "if (msg.sender != task.creator) revert", "if (false) revert", REVEAL_RULES),
+    (
+        "canary-rate-unbounded",
+        CANARIES,
+        "if (canaries * PPM >= rate * rd.submissionCount ||",
+        "if (",
+        "test_RevertWhen_MoreCanariesThanTheRate",
+    ),
+    (
+        "canary-rate-above-half",
+        PARAMS,
+        '_atMost("canaryRatePpm", p.canaryRatePpm, PPM / 2);',
+        "",
+        "test_RevertWhen_CanaryRateAboveHalf",
+    ),
+    (
+        "canary-owner-slashed",
+        MARKET,
+        "if (sub.canary && sub.rejected) {",
+        "if (false) {",
+        "invariant_canariesChargeTheVotersNotTheOwner",
+    ),
+    (
+        "canary-voters-unpunished",
+        CANARIES,
+        "            sub.rejected = true;\n",
+        "",
+        "test_LazyValidatorsSlashedAndTheCatcherPaid",
+    ),
+    (
+        "canary-prize-unpaid",
+        MARKET,
+        "_splitAmong(taskId, assigned, sub.invalidMask, prize, CreditKind.CanaryPrize, address(0));",
+        "0;",
+        "test_LazyValidatorsSlashedAndTheCatcherPaid",
+    ),
+    (
+        "canary-units-not-restored",
+        CANARIES,
+        "            rd.includedUnits += sub.workUnits;\n",
+        "",
+        "test_ACaughtCanaryPaysAllItsCatchers",
+    ),
+    (
+        "false-canary-unappealable",
+        DISPUTES,
+        "if ((sub.rejected && !sub.canary) != (msg.sender == trainer)) {",
+        "if (sub.rejected != (msg.sender == trainer)) {",
+        "test_AFalseCanaryIsOverturnedOnAppeal",
+    ),
+    (
+        "proposal-any-epoch",
+        MARKET,
+        "if (epoch != rd.checkpointEpoch) revert",
+        "if (false) revert",
+        "test_RevertWhen_AProposalAggregatedARevealedCanary",
+    ),
+    (
+        "dispute-claim-unchecked",
+        DISPUTES,
+        "if (claimValid != sub.rejected) revert",
+        "if (false) revert",
+        "test_RevertWhen_ADisputeLandsAfterTheReveal",
     ),
     # A token that delivers less than was sent is accepted again.
     (

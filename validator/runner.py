@@ -19,7 +19,7 @@ from typing import Any
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import aggregator_positions, assigned_positions, bits_within, is_sampled
-from protocol.chain.client import Crucible, Role, SubmissionState
+from protocol.chain.client import Crucible, Role, SubmissionState, TaskState
 from protocol.chain.ids import submission_id
 from protocol.errors import ConfigError, OwnFault
 from protocol.files import write_json_atomic
@@ -356,23 +356,32 @@ class Validator(Participant):
                 if not self.lands_before(challenge, "dispute", submission=str(submission)):
                     continue
                 with self.racing("dispute", submission=str(submission)):
-                    self.crucible.dispute(self.signer, submission)
+                    # Invalid against an acceptance; valid against a false canary (what this validator saw).
+                    self.crucible.dispute(self.signer, submission, claim_valid=state.rejected)
                     self.summary.disputed.append(str(submission))
                     self.reporter.event("disputed", round=round_index, submission=str(submission))
 
     def _should_dispute(self, submission: int, state: SubmissionState) -> bool:
-        """An acceptance this validator attested invalid (outvoted, or no majority) is disputed."""
-        if (
-            not self.options.dispute
-            or (self.options.adversary and not self.options.adversary.disputes)
-            or state.rejected
-        ):
+        """An acceptance this validator attested invalid (outvoted, or no majority) is disputed; so is a revealed
+        canary it checked and attested valid (a false canary: real work revealed to slash its checkers)."""
+        if not self.options.dispute or (self.options.adversary and not self.options.adversary.disputes):
             return False
-        known = self.journal.get(submission)
-        if known is None or known["valid"]:
+        false_canary = state.canary and state.rejected
+        if state.rejected and not false_canary:
             return False
         task = self.crucible.task(self.options.task_id)
+        if not false_canary and task.canary_rate_ppm and self._in_reveal_window(submission, task):
+            # It may be a canary still to be revealed: its reveal, not a dispute, settles it.
+            return False
+        known = self.journal.get(submission)
+        if known is None or known["valid"] != false_canary:
+            return False
         return self.crucible.balance_of(self.address) >= task.dispute_bond
+
+    def _in_reveal_window(self, submission: int, task: TaskState) -> bool:
+        """Whether canaries of the submission's round may still be revealed (until the challenge window's middle)."""
+        deadlines = self.crucible.deadlines(self.options.task_id, (submission >> 160) & 0xFFFFFFFF)
+        return self.crucible.chain.now() < deadlines.validate + task.challenge_window_s // 2
 
     def _committee_duty(self, submission: int, event: dict[str, Any], spec: EnvSpec) -> None:
         dispute = self.crucible.dispute_state(submission)
@@ -445,7 +454,8 @@ class Validator(Participant):
             cid = self._aggregate(round_index, included, spec)
             self._proposals[key] = cid
         with self.racing("propose_checkpoint", round=round_index):
-            self.crucible.propose_checkpoint(self.signer, task_id, round_index, cid)
+            # The epoch the included set was read in: a reveal or a dispute since makes the chain refuse it (raced).
+            self.crucible.propose_checkpoint(self.signer, task_id, round_index, cid, state.checkpoint_epoch)
             self.summary.proposed.append(round_index)
             self.reporter.event("proposed", round=round_index, checkpoint_cid=cid, updates=len(included))
 

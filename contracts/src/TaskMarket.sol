@@ -7,6 +7,7 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
 import {ITaskMarket} from "./interfaces/ITaskMarket.sol";
+import {Canaries} from "./libraries/Canaries.sol";
 import {Disputes} from "./libraries/Disputes.sol";
 import {Draws} from "./libraries/Draws.sol";
 import {Ids} from "./libraries/Ids.sol";
@@ -80,6 +81,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         task.challengeWindow = params.challengeWindow;
         task.maxStaleness = params.maxStaleness;
         task.bounty = params.bounty;
+        task.canaryRatePpm = uint24(params.canaryRatePpm);
         task.slashAmount = params.slashAmount;
         task.validatorSlash = params.validatorSlash;
         task.minValidatorStake = params.minValidatorStake;
@@ -133,23 +135,34 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         string calldata rolloutCid,
         string calldata updateCid,
         uint64 workUnits,
-        bytes32 proofsDigest
+        bytes32 proofsDigest,
+        bytes32 tag
     ) external returns (uint256 submissionId) {
         Task storage task = _existingTask(taskId);
         _checkSubmission(task, taskId, round, baseRound, workUnits);
+        if (bytes(rolloutCid).length == 0 || bytes(updateCid).length == 0) revert MarketEmptyCid();
+        submissionId = _record(task, taskId, round, baseRound, workUnits, tag);
+        _emitWorkSubmitted(taskId, round, baseRound, submissionId, rolloutCid, updateCid, workUnits, proofsDigest);
+        stakeManager.lock(msg.sender, IStakeManager.Role.Trainer, task.minTrainerStake);
+    }
+
+    /// @dev Split out of {submitWork} to keep its stack shallow: within the round's submission window, stores the
+    ///      caller's first submission to it.
+    function _record(Task storage task, uint256 taskId, uint256 round, uint256 baseRound, uint64 workUnits, bytes32 tag)
+        private
+        returns (uint256 submissionId)
+    {
         Round storage rd = _rounds[taskId][round];
         (uint256 submitDeadline,,) = _deadlines(task, rd);
         _within(rd.openedAt, submitDeadline);
-        if (bytes(rolloutCid).length == 0 || bytes(updateCid).length == 0) revert MarketEmptyCid();
         submissionId = Ids.submissionId(taskId, round, msg.sender);
         Submission storage sub = _submissions[submissionId];
         if (sub.workUnits != 0) revert MarketDuplicateSubmission(submissionId);
         sub.workUnits = workUnits;
         sub.baseRound = uint16(baseRound);
+        sub.tag = bytes12(tag);
         rd.submissionCount += 1;
         rd.includedUnits += workUnits;
-        _emitWorkSubmitted(taskId, round, baseRound, submissionId, rolloutCid, updateCid, workUnits, proofsDigest);
-        stakeManager.lock(msg.sender, IStakeManager.Role.Trainer, task.minTrainerStake);
     }
 
     /// @dev Reverts unless the task takes work in `round` (open, and not ended), `baseRound` is an agreed
@@ -266,13 +279,21 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         }
     }
 
+    /// @inheritdoc ITaskMarket
+    function revealCanary(uint256 submissionId, bytes32 salt) external {
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
+        Canaries.reveal(_tasks[taskId], _rounds[taskId][round], _existingSubmission(submissionId), submissionId, salt);
+    }
+
     // ---------------------------------------------------------------- disputes ({Disputes})
 
     /// @inheritdoc ITaskMarket
-    function dispute(uint256 submissionId) external nonReentrant {
+    function dispute(uint256 submissionId, bool claimValid) external nonReentrant {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
         Submission storage sub = _existingSubmission(submissionId);
-        Disputes.file(_tasks[taskId], _rounds[taskId][round], sub, _disputes[submissionId], token, submissionId);
+        Disputes.file(
+            _tasks[taskId], _rounds[taskId][round], sub, _disputes[submissionId], token, submissionId, claimValid
+        );
     }
 
     /// @inheritdoc ITaskMarket
@@ -311,30 +332,41 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     // ---------------------------------------------------------------- aggregation and rounds
 
     /// @inheritdoc ITaskMarket
-    function proposeCheckpoint(uint256 taskId, uint256 round, string calldata checkpointCid) external {
+    function proposeCheckpoint(uint256 taskId, uint256 round, uint256 epoch, string calldata checkpointCid) external {
         Task storage task = _existingTask(taskId);
         if (round != task.currentRound) revert MarketWrongRound(taskId, round, task.currentRound);
         Round storage rd = _rounds[taskId][round];
         if (rd.finalised) revert MarketRoundFinalised(taskId, round);
+        // Computed for another included set: a dispute or a canary's reveal changed it meanwhile.
+        if (epoch != rd.checkpointEpoch) revert MarketWrongEpoch(taskId, round, rd.checkpointEpoch);
         if (bytes(checkpointCid).length == 0) revert MarketEmptyCid();
-        (, uint256 validateDeadline,) = _deadlines(task, rd);
-        _within(validateDeadline, type(uint256).max);
-        bytes32 seed = _checkSeed(taskId, round, rd);
-        (, uint256 bits) = _held(taskId, Draws.aggregators(seed, rd.seatStake, task.validatorsPerCheck));
-        uint256 held = Draws.popcount(bits);
-        // slither-disable-next-line incorrect-equality
-        if (held == 0) revert MarketNotAggregator(taskId, round, msg.sender);
-        bytes32 voterKey = keccak256(abi.encode(taskId, round, rd.checkpointEpoch, msg.sender));
+        uint256 held = _aggregatorVotes(task, taskId, round, rd);
+        bytes32 voterKey = keccak256(abi.encode(taskId, round, epoch, msg.sender));
         if (_proposalVoted[voterKey]) revert MarketAlreadyProposed(taskId, round, msg.sender);
         _proposalVoted[voterKey] = true;
         bytes32 digest = keccak256(bytes(checkpointCid));
         // Each aggregator position held is a vote.
-        uint256 votes = _proposalVotes[keccak256(abi.encode(taskId, round, rd.checkpointEpoch, digest))] += held;
+        uint256 votes = _proposalVotes[keccak256(abi.encode(taskId, round, epoch, digest))] += held;
         emit CheckpointProposed(taskId, round, msg.sender, digest, checkpointCid);
         if (rd.agreedNext == 0 && 2 * votes > task.validatorsPerCheck) {
             rd.agreedNext = digest;
             emit CheckpointAgreed(taskId, round, digest, checkpointCid);
         }
+    }
+
+    /// @dev After the validate deadline, the aggregator positions the caller holds (refused when none): its votes.
+    function _aggregatorVotes(Task storage task, uint256 taskId, uint256 round, Round storage rd)
+        private
+        view
+        returns (uint256 held)
+    {
+        (, uint256 validateDeadline,) = _deadlines(task, rd);
+        _within(validateDeadline, type(uint256).max);
+        bytes32 seed = _checkSeed(taskId, round, rd);
+        (, uint256 bits) = _held(taskId, Draws.aggregators(seed, rd.seatStake, task.validatorsPerCheck));
+        held = Draws.popcount(bits);
+        // slither-disable-next-line incorrect-equality
+        if (held == 0) revert MarketNotAggregator(taskId, round, msg.sender);
     }
 
     /// @inheritdoc ITaskMarket
@@ -433,7 +465,13 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         Committee memory committee
     ) private {
         address trainer = address(uint160(submissionId));
-        if (sub.rejected) {
+        if (sub.canary && sub.rejected) {
+            // Its owner planted it: neither paid nor slashed. Its reward share pays those who caught it.
+            uint256 prize = _rewardShare(rd, sub.workUnits);
+            uint256 paid = _splitAmong(taskId, assigned, sub.invalidMask, prize, CreditKind.CanaryPrize, address(0));
+            task.pool += (prize - paid).toUint96();
+            emit Settled(submissionId, true, 0, 0);
+        } else if (sub.rejected) {
             uint256 slashed = _slashTrainer(taskId, task, trainer, sub.invalidMask, assigned, committee);
             emit Settled(submissionId, true, 0, slashed);
         } else {
@@ -494,12 +532,17 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         private
         returns (uint256 reward)
     {
-        reward = rd.unitsRemaining == workUnits
+        reward = _rewardShare(rd, workUnits);
+        _credit(taskId, trainer, reward, CreditKind.TrainerReward);
+    }
+
+    /// @dev Takes `workUnits`' share of what is left of the round's trainer budget (the last units all of it).
+    function _rewardShare(Round storage rd, uint64 workUnits) private returns (uint256 share) {
+        share = rd.unitsRemaining == workUnits
             ? rd.trainerBudgetRemaining
             : uint256(rd.trainerBudgetRemaining) * workUnits / rd.unitsRemaining;
         rd.unitsRemaining -= workUnits;
-        rd.trainerBudgetRemaining -= uint128(reward);
-        _credit(taskId, trainer, reward, CreditKind.TrainerReward);
+        rd.trainerBudgetRemaining -= uint128(share);
     }
 
     /// @dev Pays each assigned validator that voted with the final outcome its check fee; slashes

@@ -39,7 +39,7 @@ contract AppealTest is BaseTest {
         assertTrue(market.getSubmission(cheat).rejected, "caught by the honest validators");
         _warpToChallenge(taskId, 0);
         vm.prank(trainers[2]);
-        market.dispute(cheat);
+        market.dispute(cheat, true);
         for (uint256 i = 0; i < 16; ++i) {
             uint256 snapshot = vm.snapshotState();
             _fixDisputeSeedWith(cheat, keccak256(abi.encode("prevrandao", i)));

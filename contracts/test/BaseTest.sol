@@ -94,7 +94,16 @@ abstract contract BaseTest is ProtocolFixture {
 
     function _submit(uint256 taskId, uint256 round, address trainer, uint64 units) internal returns (uint256 id) {
         vm.prank(trainer);
-        id = market.submitWork(taskId, round, round, "bafy-rollouts", "bafy-update", units, keccak256("proofs"));
+        id = market.submitWork(
+            taskId,
+            round,
+            round,
+            "bafy-rollouts",
+            "bafy-update",
+            units,
+            keccak256("proofs"),
+            keccak256(abi.encode("tag", trainer, round))
+        );
     }
 
     /// @dev Past the submission deadline with the check seed fixed. Draws may give one validator several
@@ -124,8 +133,9 @@ abstract contract BaseTest is ProtocolFixture {
     ///      market draws over the whole seat stake, and these tests speak of a committee apart from the check.
     function _disputeApart(address disputer, uint256 id) internal returns (address[] memory committee) {
         address[] memory assigned = lens.assignedValidators(id);
+        bool rejected = market.getSubmission(id).rejected;
         vm.prank(disputer);
-        market.dispute(id);
+        market.dispute(id, rejected);
         for (uint256 i = 1; i < 128; ++i) {
             uint256 before = vm.snapshotState();
             _fixDisputeSeedWith(id, keccak256(abi.encode("committee", i)));

@@ -144,7 +144,7 @@ contract CheckSeedTest is BaseTest {
         _requestAndFixSeeds(taskId);
         _warpToChallenge(taskId, 0);
         vm.prank(auditor);
-        market.dispute(id);
+        market.dispute(id, false);
         uint256 filed = market.getDispute(id).seedBlock;
         vm.roll(filed + 300);
         assertEq(lens.disputeCommittee(id).length, 0, "no committee while its seed is not fixed");

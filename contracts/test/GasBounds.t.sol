@@ -53,7 +53,9 @@ contract GasBoundsTest is BaseTest {
             token.approve(address(stakes), type(uint256).max);
             stakes.stake(500 * TOKEN, IStakeManager.Role.Trainer);
             uint256 before = gasleft();
-            market.submitWork(taskId, 0, 0, "bafy-rollouts", "bafy-update", 100, keccak256("p"));
+            market.submitWork(
+                taskId, 0, 0, "bafy-rollouts", "bafy-update", 100, keccak256("p"), keccak256(abi.encode("tag", i))
+            );
             uint256 used = before - gasleft();
             vm.stopPrank();
             if (i == 1) first = used;

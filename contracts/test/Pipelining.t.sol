@@ -21,7 +21,9 @@ contract PipeliningTest is BaseTest {
 
     function _submitOn(uint256 round, uint256 baseRound, address trainer) internal returns (uint256 id) {
         vm.prank(trainer);
-        id = market.submitWork(taskId, round, baseRound, "bafy-rollouts", "bafy-update", 100, keccak256("proofs"));
+        id = market.submitWork(
+            taskId, round, baseRound, "bafy-rollouts", "bafy-update", 100, keccak256("proofs"), keccak256("tag")
+        );
     }
 
     function _expectBaseRefused(uint256 round, uint256 baseRound, uint256 current, uint256 staleness) internal {
@@ -45,9 +47,10 @@ contract PipeliningTest is BaseTest {
         _warpToValidate(taskId, 0);
         _warpToChallenge(taskId, 0);
         address[] memory aggregators = lens.aggregatorsOf(taskId, 0);
+        uint256 epoch = market.getRound(taskId, 0).checkpointEpoch;
         for (uint256 j = 0; j < aggregators.length; ++j) {
             vm.prank(aggregators[j]);
-            market.proposeCheckpoint(taskId, 0, "bafy-next");
+            market.proposeCheckpoint(taskId, 0, epoch, "bafy-next");
         }
         vm.warp(lens.finalFromOf(taskId, 0) + late);
         vm.roll(block.number + 1);
@@ -197,7 +200,7 @@ contract PipeliningTest is BaseTest {
         bool open = r <= 1 && block.timestamp < submitDeadline;
         bool inBound = b == 0 && b <= r && r - b <= 1; // round 0 is the only agreed one
         vm.prank(trainers[0]);
-        try market.submitWork(taskId, r, b, "bafy-rollouts", "bafy-update", 100, keccak256("p")) {
+        try market.submitWork(taskId, r, b, "bafy-rollouts", "bafy-update", 100, keccak256("p"), keccak256("tag")) {
             assertTrue(open && inBound, "taken out of the rule");
         } catch {
             assertTrue(!(open && inBound), "refused within the rule");

@@ -27,9 +27,10 @@ contract TaskMarketLifecycleTest is BaseTest {
 
     function _agree(uint256 round, string memory cid) internal {
         address[] memory aggregators = lens.aggregatorsOf(taskId, round);
+        uint256 epoch = market.getRound(taskId, round).checkpointEpoch;
         for (uint256 j = 0; j < aggregators.length; ++j) {
             vm.prank(aggregators[j]);
-            market.proposeCheckpoint(taskId, round, cid);
+            market.proposeCheckpoint(taskId, round, epoch, cid);
         }
     }
 
@@ -352,19 +353,19 @@ contract TaskMarketLifecycleTest is BaseTest {
         _attestAll(cheat, false);
         vm.prank(auditor);
         vm.expectRevert();
-        market.dispute(honestA); // still in the attestation window
+        market.dispute(honestA, false); // still in the attestation window
         _warpToChallenge(taskId, 0);
         vm.prank(trainers[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketDisputeSide.selector, honestA, trainers[0]));
-        market.dispute(honestA); // a trainer cannot dispute its own acceptance
+        market.dispute(honestA, false); // a trainer cannot dispute its own acceptance
         vm.prank(auditor);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketDisputeSide.selector, cheat, auditor));
-        market.dispute(cheat); // only the trainer disputes a rejection
+        market.dispute(cheat, true); // only the trainer disputes a rejection
         vm.prank(auditor);
-        market.dispute(honestA);
+        market.dispute(honestA, false);
         vm.prank(auditor);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyDisputed.selector, honestA));
-        market.dispute(honestA);
+        market.dispute(honestA, false);
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNoCommittee.selector, honestA));
         market.voteDispute(honestA, true, "seed not fixed");
@@ -437,7 +438,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         _warpToChallenge(other, 0);
         vm.prank(auditor);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNoCommittee.selector, id));
-        market.dispute(id);
+        market.dispute(id, false);
     }
 
     /// @dev Below the minimum validator set (validatorsPerCheck joined) a round cannot be checked: no seed
@@ -471,26 +472,26 @@ contract TaskMarketLifecycleTest is BaseTest {
     function test_RevertWhen_ProposeWrongly() public {
         vm.prank(validators[0]);
         vm.expectRevert();
-        market.proposeCheckpoint(taskId, 0, "early");
+        market.proposeCheckpoint(taskId, 0, 0, "early");
         _warpToChallenge(taskId, 0);
         address[] memory aggregators = lens.aggregatorsOf(taskId, 0);
         address outsider = _unassignedValidator(aggregators);
         vm.prank(outsider);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAggregator.selector, taskId, 0, outsider));
-        market.proposeCheckpoint(taskId, 0, "c");
+        market.proposeCheckpoint(taskId, 0, 0, "c");
         vm.prank(aggregators[0]);
-        market.proposeCheckpoint(taskId, 0, "c");
+        market.proposeCheckpoint(taskId, 0, 0, "c");
         vm.prank(aggregators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyProposed.selector, taskId, 0, aggregators[0]));
-        market.proposeCheckpoint(taskId, 0, "d");
+        market.proposeCheckpoint(taskId, 0, 0, "d");
         vm.prank(aggregators[1]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketWrongRound.selector, taskId, 1, 0));
-        market.proposeCheckpoint(taskId, 1, "c");
+        market.proposeCheckpoint(taskId, 1, 0, "c");
         vm.prank(aggregators[1]);
-        market.proposeCheckpoint(taskId, 0, "d");
+        market.proposeCheckpoint(taskId, 0, 0, "d");
         assertEq(market.getRound(taskId, 0).agreedNext, bytes32(0), "split 1-1: no majority of 3");
         vm.prank(aggregators[2]);
-        market.proposeCheckpoint(taskId, 0, "d");
+        market.proposeCheckpoint(taskId, 0, 0, "d");
         assertEq(market.getRound(taskId, 0).agreedNext, keccak256("d"), "2 of 3");
     }
 
@@ -510,7 +511,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         market.finaliseRound(taskId);
         vm.prank(trainers[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketTaskEnded.selector, taskId));
-        market.submitWork(taskId, 1, 1, "r", "u", 1, 0);
+        market.submitWork(taskId, 1, 1, "r", "u", 1, 0, 0);
     }
 
     function test_RevertWhen_ClaimOrRefundWrongly() public {

@@ -29,7 +29,7 @@ contract TaskMarketSubmitTest is BaseTest {
         uint256 id = _submit(taskId, 0, trainers[0], 1);
         vm.prank(trainers[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketDuplicateSubmission.selector, id));
-        market.submitWork(taskId, 0, 0, "r", "u", 1, 0);
+        market.submitWork(taskId, 0, 0, "r", "u", 1, 0, 0);
     }
 
     function test_RevertWhen_SubmitAfterDeadline() public {
@@ -38,23 +38,23 @@ contract TaskMarketSubmitTest is BaseTest {
         vm.expectRevert(
             abi.encodeWithSelector(ITaskMarket.MarketOutsideWindow.selector, block.timestamp, 1, block.timestamp)
         );
-        market.submitWork(taskId, 0, 0, "r", "u", 1, 0);
+        market.submitWork(taskId, 0, 0, "r", "u", 1, 0, 0);
     }
 
     function test_RevertWhen_SubmitWrongRound() public {
         vm.prank(trainers[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketWrongRound.selector, taskId, 1, 0));
-        market.submitWork(taskId, 1, 1, "r", "u", 1, 0);
+        market.submitWork(taskId, 1, 1, "r", "u", 1, 0, 0);
     }
 
     function test_RevertWhen_SubmitBadUnitsOrCid() public {
         vm.startPrank(trainers[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketWorkUnitsOutOfRange.selector, 0, 1_000_000));
-        market.submitWork(taskId, 0, 0, "r", "u", 0, 0);
+        market.submitWork(taskId, 0, 0, "r", "u", 0, 0, 0);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketWorkUnitsOutOfRange.selector, 1_000_001, 1_000_000));
-        market.submitWork(taskId, 0, 0, "r", "u", 1_000_001, 0);
+        market.submitWork(taskId, 0, 0, "r", "u", 1_000_001, 0, 0);
         vm.expectRevert(ITaskMarket.MarketEmptyCid.selector);
-        market.submitWork(taskId, 0, 0, "", "u", 1, 0);
+        market.submitWork(taskId, 0, 0, "", "u", 1, 0, 0);
         vm.stopPrank();
     }
 
@@ -69,14 +69,14 @@ contract TaskMarketSubmitTest is BaseTest {
                 IStakeManager.Role.Trainer
             )
         );
-        market.submitWork(taskId, 0, 0, "r", "u", 1, 0);
+        market.submitWork(taskId, 0, 0, "r", "u", 1, 0, 0);
         vm.prank(trainers[0]);
         stakes.requestUnstake(600 * TOKEN); // 400 left, 500 needed
         vm.prank(trainers[0]);
         vm.expectRevert(
             abi.encodeWithSelector(IStakeManager.StakeInsufficientFree.selector, trainers[0], 400 * TOKEN, 500 * TOKEN)
         );
-        market.submitWork(taskId, 0, 0, "r", "u", 1, 0);
+        market.submitWork(taskId, 0, 0, "r", "u", 1, 0, 0);
     }
 
     /// Safety property 6: the commitment binds chain id, contract, task, round, base round and trainer.

@@ -77,7 +77,7 @@ contract ValidatorSeatsTest is BaseTest {
         _warpToChallenge(taskId, 1);
         vm.prank(lazy);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketValidatorBenched.selector, taskId, lazy));
-        market.proposeCheckpoint(taskId, 1, "bafy-next");
+        market.proposeCheckpoint(taskId, 1, 0, "bafy-next");
     }
 
     function _endTask() internal {

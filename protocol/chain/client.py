@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,7 @@ class TaskState:
     max_staleness: int
     bounty: int
     pool: int
+    canary_rate_ppm: int  # the most canaries a round may reveal, per million submissions (0: none)
     slash_amount: int
     validator_slash: int
     min_validator_stake: int
@@ -101,7 +103,8 @@ class RoundState:
     checkpoint_epoch: int
     finalised: bool
     unverified: bool  # finalised without a check seed fixed by its validate deadline: nothing paid or slashed
-    included_units: int
+    included_units: int  # units the trainer budget is shared over: included work and revealed canaries
+    canaries: int  # canaries revealed in the round
     attest_count: int
     checks_remaining: int
     units_remaining: int
@@ -125,6 +128,8 @@ class SubmissionState:
     rejected: bool
     disputed: bool
     settled: bool
+    canary: bool  # revealed as a canary by the task's creator
+    tag: bytes  # the first 12 bytes of the tag sent with the work
 
 
 @dataclass(frozen=True)
@@ -267,17 +272,31 @@ class Crucible:
         work_units: int,
         proofs_digest: bytes,
         base_round: int | None = None,
+        tag: bytes | None = None,
     ) -> int:
         """Submits a round's work, computed from the agreed checkpoint of `base_round` (default: the round's
-        own, the only one a task without pipelining takes); returns the submission id."""
+        own, the only one a task without pipelining takes); returns the submission id. `tag` is 32 random bytes
+        unless given (a canary's is `canary_tag` of its salt): real work and canaries look alike."""
         checked_cid(rollout_cid, "rollout CID")
         checked_cid(update_cid, "update CID")
         base = round_index if base_round is None else base_round
         function = self.market.functions.submitWork(
-            task_id, round_index, base, rollout_cid, update_cid, work_units, proofs_digest
+            task_id,
+            round_index,
+            base,
+            rollout_cid,
+            update_cid,
+            work_units,
+            proofs_digest,
+            tag or secrets.token_bytes(32),
         )
         self.chain.transact(function, signer)
         return submission_id(task_id, round_index, signer.address)
+
+    def reveal_canary(self, signer: Signer, submission: int, salt: bytes) -> TxReceipt:
+        """Reveals a canary the signer (the task's creator) planted, by the salt its tag was made from: after the
+        validate deadline, before the middle of the challenge window."""
+        return self.chain.transact(self.market.functions.revealCanary(submission, salt), signer)
 
     def open_next_round(self, signer: Signer, task_id: int) -> TxReceipt:
         """Opens the next round ahead of finality (a task with `max_staleness` above 0)."""
@@ -325,13 +344,17 @@ class Crucible:
         checked_cid(evidence_cid, "evidence CID")
         return self.chain.transact(self.market.functions.attest(submission, valid, evidence_cid), signer)
 
-    def dispute(self, signer: Signer, submission: int) -> TxReceipt:
-        """Disputes a submission's outcome, paying the task's bond (approved first)."""
+    def dispute(self, signer: Signer, submission: int, claim_valid: bool | None = None) -> TxReceipt:
+        """Disputes a submission's outcome, paying the task's bond (approved first). `claim_valid` is what the
+        disputer claims (default: the opposite of the outcome now); the chain refuses the dispute
+        (`MarketOutcomeChanged`) when the outcome changed before it landed."""
         task_id = submission >> 192
         bond = self.task(task_id).dispute_bond
+        if claim_valid is None:
+            claim_valid = self.submission(submission).rejected
         self.require_balance(signer.address, bond, "dispute bond")
         self.ensure_allowance(signer, self.market.address, bond)
-        return self.chain.transact(self.market.functions.dispute(submission), signer)
+        return self.chain.transact(self.market.functions.dispute(submission, claim_valid), signer)
 
     def require_committee(self, submission: int) -> None:
         """ConfigError, in one line, when no sound committee could judge a dispute on `submission`: its round's
@@ -354,10 +377,15 @@ class Crucible:
         """Resolves a dispute."""
         return self.chain.transact(self.market.functions.resolveDispute(submission), signer)
 
-    def propose_checkpoint(self, signer: Signer, task_id: int, round_index: int, checkpoint_cid: str) -> TxReceipt:
-        """Proposes the round's next checkpoint as an aggregator."""
+    def propose_checkpoint(
+        self, signer: Signer, task_id: int, round_index: int, checkpoint_cid: str, epoch: int | None = None
+    ) -> TxReceipt:
+        """Proposes the round's next checkpoint as an aggregator, computed in checkpoint epoch `epoch` (default: the
+        round's epoch now); the chain refuses it once a dispute or a canary's reveal changed the included set."""
         checked_cid(checkpoint_cid, "checkpoint CID")
-        function = self.market.functions.proposeCheckpoint(task_id, round_index, checkpoint_cid)
+        if epoch is None:
+            epoch = self.round(task_id, round_index).checkpoint_epoch
+        function = self.market.functions.proposeCheckpoint(task_id, round_index, epoch, checkpoint_cid)
         return self.chain.transact(function, signer)
 
     def finalise_round(self, signer: Signer, task_id: int) -> TxReceipt:

@@ -54,6 +54,13 @@ def commitment(
     )
 
 
+def canary_tag(salt: bytes, submission: int) -> bytes:
+    """The tag a canary is submitted with (`Ids.canaryTag`, in the first 12 of its 32 bytes; the rest is random),
+    so that only the salt's holder can reveal it, and only as the submission it was made for."""
+    head = keccak(encode(["bytes32", "string", "uint256"], [salt, "crucible-canary", submission]))[:12]
+    return head + keccak(salt + b"rest")[:20]
+
+
 def checkpoint_digests(model_cid: str, agreed_cids: Iterable[str]) -> dict[bytes, str]:
     """The CIDs a task's rounds can open on (its first model, then every agreed checkpoint) by the
     digest the market stores for a round's checkpoint: keccak256 of the CID's text."""

@@ -37,6 +37,7 @@ ONE = 10**18  # Params.ONE: the fixed-point unit of probabilities
 # BFT-style assumptions); the chain refuses half or more, where no check can be trusted.
 DEFAULT_COLLUDING_SHARE_PPM = 333_333
 MAX_COLLUDING_SHARE_PPM = PPM // 2 - 1
+MAX_CANARY_RATE_PPM = PPM // 2  # Params.check: canaries share the trainer budget, at most half the submissions
 
 
 def _power(x: int, n: int) -> int:
@@ -168,6 +169,12 @@ class TaskParams(BaseModel):
         le=MAX_STALENESS,
         description="Rounds a submission's base checkpoint may lag its round; 0 keeps rounds sequential.",
     )
+    canary_rate_ppm: int = Field(
+        0,
+        ge=0,
+        le=MAX_CANARY_RATE_PPM,
+        description="Most canaries a round may reveal, per million of its submissions (0: none; at most half).",
+    )
 
     @model_validator(mode="after")
     def _slashes_are_collectable(self) -> TaskParams:
@@ -284,6 +291,7 @@ CONTRACT_NAMES = {
     "challenge_window_s": "challengeWindow",
     "colluding_share_ppm": "colludingSharePpm",
     "max_staleness": "maxStaleness",
+    "canary_rate_ppm": "canaryRatePpm",
 }
 
 

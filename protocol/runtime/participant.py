@@ -26,6 +26,10 @@ DEVNET_CHAIN_ID = 31337
 # closed: nothing to do.
 RACED_REVERTS = {
     "MarketOutsideWindow",
+    "MarketNotCanary",  # a canary disputed (or revealed) before its reveal landed
+    "MarketCanaryRate",  # another canary of the round revealed first
+    "MarketOutcomeChanged",  # a dispute sent against an outcome a vote or a reveal changed meanwhile
+    "MarketWrongEpoch",  # a proposal computed before a dispute or a reveal changed the included set
     "MarketRoundFinalised",
     "MarketOpenDisputes",
     "MarketAlreadySettled",

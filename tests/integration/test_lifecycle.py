@@ -377,3 +377,71 @@ def test_a_dispute_whose_seed_block_is_gone_gets_another(crucible: Crucible, dev
     mix = bytes(crucible.chain.w3.eth.get_block(moved.seed_block)["mixHash"])
     assert crucible.dispute_state(honest).seed == dispute_seed(mix, honest)
     assert len(crucible.dispute_committee(honest)) == PARAMS.validators_per_check
+
+
+def test_a_canary_slashes_its_lazy_checkers_and_pays_its_catcher(
+    crucible: Crucible, dev: list[Signer], tmp_path: Path
+) -> None:
+    """The creator plants a canary through dev3 with the tag its node makes (`node.canary.Canary`); two of its
+    three checkers attest it valid without looking, one invalid. Revealed with the salt the chain checks against
+    the stored tag (the Python twin of `Ids.canaryTag` agrees with the contract or the reveal reverts), it leaves
+    the aggregate; at settlement the lazy two lose the validator slash, the catcher gets the canary's share of the
+    trainer budget, dev3 keeps its stake and is paid nothing, and the auditor's money check balances to the wei.
+    Broken version: reveal with another salt — `MarketNotCanary`, and the canary is paid as work."""
+    from auditor.index import EventIndex
+    from auditor.money import money_check
+    from node.canary import Canary
+
+    params = demo_task_params(canary_rate_ppm=400_000)
+    task_id = crucible.create_task(dev[0], params, cid("model"), cid("env"))
+    for trainer in dev[1:4]:
+        crucible.stake(trainer, 1000 * TOKEN, Role.TRAINER)
+    for validator in dev[4:9]:
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task_id)
+    canary = Canary(dev[0])
+    market = crucible.market.address
+    planted = submission_id(task_id, 0, dev[3].address)
+    ids = [crucible.submit_work(t, task_id, 0, cid(f"r-{t.name}"), cid("u"), 100, bytes(32)) for t in dev[1:3]]
+    crucible.submit_work(dev[3], task_id, 0, cid("r-canary"), cid("u"), 100, bytes(32), tag=canary.tag(market, planted))
+    assert crucible.submission(planted).tag == canary.tag(market, planted)[:12]
+    crucible = fix_check_seed_where(crucible.chain.rpc_url, crucible.deployment, dev[0], task_id,
+                                    distinct_checks(planted))  # fmt: skip
+    for sid in ids:
+        attest_all(crucible, dev, sid, True)
+    assigned = crucible.assigned_validators(planted)
+    lazy, catcher = assigned[:2], assigned[2]
+    for address in lazy:
+        crucible.attest(by_address(dev)[address], planted, True, cid("not checked"))
+    crucible.attest(by_address(dev)[catcher], planted, False, cid("checked"))
+    assert not crucible.submission(planted).rejected
+    deadlines = crucible.deadlines(task_id, 0)
+    with pytest.raises(ContractRevert, match="MarketOutsideWindow"):
+        crucible.reveal_canary(dev[0], planted, canary.salt(market, planted))
+    devnet.warp_to(crucible.chain, deadlines.validate)
+    with pytest.raises(ContractRevert, match="MarketNotCanary"):
+        crucible.reveal_canary(dev[0], planted, canary.salt(market, ids[0]))
+    crucible.reveal_canary(dev[0], planted, canary.salt(market, planted))
+    state = crucible.submission(planted)
+    assert state.canary and state.rejected and crucible.round(task_id, 0).canaries == 1
+    stakes = {address: crucible.stake_account(address).staked for address in [*assigned, dev[3].address]}
+    devnet.warp_to(crucible.chain, deadlines.challenge)
+    crucible.finalise_round(dev[0], task_id)
+    budget = crucible.round(task_id, 0).trainer_budget_remaining
+    for sid in [*ids, planted]:
+        crucible.settle(dev[0], sid)
+    for address in lazy:
+        assert crucible.stake_account(address).staked == stakes[address] - params.validator_slash_wei
+    assert crucible.stake_account(catcher).staked == stakes[catcher]
+    assert crucible.stake_account(dev[3].address).staked == stakes[dev[3].address]
+    assert crucible.credit_of(dev[3].address) == 0
+    index = EventIndex(crucible, tmp_path / "index.sqlite")
+    try:
+        index.sync()
+        books = money_check(crucible, index, task_id)
+    finally:
+        index.close()
+    # The three share the trainer budget by units, to the wei; the canary's third is its catcher's prize.
+    prize = books.credited["canary_prize"]
+    assert books.balanced and budget // 3 <= prize <= budget // 3 + 1
+    assert crucible.credit_of(dev[1].address) + crucible.credit_of(dev[2].address) + prize == budget

@@ -142,6 +142,7 @@ def test_slash_must_be_collectable() -> None:
         ({"dispute_bond_wei": 10 * TOKEN - 1}, "at least the validator slash"),
         ({"submit_window_s": 4}, "greater than or equal to 5"),
         ({"challenge_window_s": 0}, "greater than or equal to 5"),
+        ({"canary_rate_ppm": 500_001}, "less than or equal to 500000"),
     ],
 )
 def test_creation_limits_refused_as_the_chain_refuses_them(changes: dict[str, int], fragment: str) -> None:
@@ -157,8 +158,9 @@ def test_creation_limits_at_their_bounds_accepted() -> None:
 
 def test_contract_order_of_fields() -> None:
     assert params().as_contract_tuple()[:3] == (1000 * TOKEN, 2, 500_000)
-    assert len(params().as_contract_tuple()) == 17 and params().as_contract_tuple()[-2] == 0
-    assert params(max_staleness=2).as_contract_tuple()[-1] == 2
+    assert len(params().as_contract_tuple()) == 18 and params().as_contract_tuple()[-3] == 0
+    assert params(max_staleness=2).as_contract_tuple()[-2] == 2
+    assert params(canary_rate_ppm=200_000).as_contract_tuple()[-1] == 200_000
 
 
 def test_staleness_bound_checked_as_the_chain_checks_it() -> None:

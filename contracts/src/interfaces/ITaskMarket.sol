@@ -49,6 +49,10 @@ interface ITaskMarket {
         /// round's checkpoint); k lets round r+1 open once round r's submission window closed while up to k
         /// rounds are not final, and work build on any agreed checkpoint of rounds r-k..r.
         uint8 maxStaleness;
+        /// The most canaries (known-bad work the creator plants, revealed after the vote) a round may reveal,
+        /// as a share of its submissions in parts per million (0: none; at most half). A revealed canary's
+        /// share of the round's trainer budget pays the validators who caught it ({revealCanary}).
+        uint32 canaryRatePpm;
     }
 
     /// @notice A task as stored.
@@ -74,6 +78,7 @@ interface ITaskMarket {
         uint96 bounty;
         /// Unearned tokens the creator may take back once the task ended.
         uint96 pool;
+        uint24 canaryRatePpm;
         uint96 slashAmount;
         uint96 validatorSlash;
         uint96 minValidatorStake;
@@ -92,7 +97,9 @@ interface ITaskMarket {
         uint16 checkpointEpoch;
         bool finalised;
         bool unverified; // finalised with too few validators to check it: nothing paid, nothing slashed
+        /// Work units the trainer budget is shared over: included submissions and revealed canaries.
         uint96 includedUnits;
+        uint8 canaries; // revealed canaries
         uint32 attestCount;
         uint32 checksRemaining;
         uint96 unitsRemaining;
@@ -121,6 +128,11 @@ interface ITaskMarket {
         bool rejected;
         bool disputed;
         bool settled;
+        /// Revealed as a canary by the task's creator: excluded from the aggregate, its owner neither paid nor
+        /// slashed, its reward share paid to the validators who voted it invalid.
+        bool canary;
+        /// The first 12 bytes of the tag sent with the work: random for real work, {Ids-canaryTag} for a canary.
+        bytes12 tag;
     }
 
     /// @notice A dispute as stored; at most one per submission.
@@ -164,7 +176,8 @@ interface ITaskMarket {
         ValidatorFee,
         FinderShare,
         BondReturned,
-        CommitteeShare
+        CommitteeShare,
+        CanaryPrize
     }
 
     /// @notice A task was posted and its bounty escrowed; its parameters and the CIDs of its initial checkpoint and environment.
@@ -211,6 +224,8 @@ interface ITaskMarket {
     event Attested(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
     /// @notice A majority of a submission's assigned validators found it invalid (or a dispute upheld that).
     event SubmissionRejected(uint256 indexed submissionId);
+    /// @notice The task's creator revealed a submission as a canary, with the salt its tag was made from.
+    event CanaryRevealed(uint256 indexed submissionId, bytes32 salt);
     /// @notice Someone disputed a submission's outcome, with a bond, claiming it valid or not; votes close at `deadline`.
     event Disputed(
         uint256 indexed submissionId, address indexed disputer, bool claimValid, uint256 bond, uint64 deadline
@@ -339,6 +354,16 @@ interface ITaskMarket {
     error MarketNotCreator(uint256 taskId, address caller);
     /// @notice The ended task holds nothing to refund.
     error MarketNothingToRefund(uint256 taskId);
+    /// @notice The task plants no canaries (`canaryRatePpm` is zero).
+    error MarketNoCanaries(uint256 taskId);
+    /// @notice The salt does not open the submission's tag as a canary's, or it was revealed or disputed already.
+    error MarketNotCanary(uint256 submissionId);
+    /// @notice A proposal computed for another checkpoint epoch (the included set changed since): the current one.
+    error MarketWrongEpoch(uint256 taskId, uint256 round, uint256 epoch);
+    /// @notice The outcome a dispute was sent against changed before it landed (a vote, or a canary revealed).
+    error MarketOutcomeChanged(uint256 submissionId, bool rejected);
+    /// @notice The round revealed as many canaries as the task's canary rate allows.
+    error MarketCanaryRate(uint256 taskId, uint256 round, uint256 canaries);
 
     /// @notice Create a task and escrow its bounty (pulled from the caller; needs an allowance).
     ///         Refuses parameters that make cheating pay: `q·S >= (1-q)·R`, with `R` the most one
@@ -380,6 +405,8 @@ interface ITaskMarket {
     /// @param updateCid CID of the update manifest.
     /// @param workUnits Tokens generated, 1..maxWorkUnits.
     /// @param proofsDigest keccak256 of the rollout file's proofs; bound into the emitted commitment.
+    /// @param tag 32 random bytes for real work; a canary's is {Ids-canaryTag} of a salt only its creator knows,
+    ///        so the two look alike until the creator reveals the canary. The first 12 bytes are stored.
     /// @return submissionId The submission's id.
     function submitWork(
         uint256 taskId,
@@ -388,8 +415,21 @@ interface ITaskMarket {
         string calldata rolloutCid,
         string calldata updateCid,
         uint64 workUnits,
-        bytes32 proofsDigest
+        bytes32 proofsDigest,
+        bytes32 tag
     ) external returns (uint256 submissionId);
+
+    /// @notice The task's creator reveals a canary — known-bad work it planted through an ordinary trainer
+    ///         address — after the validate deadline and before the middle of the challenge window, by the salt
+    ///         of the tag sent with the work. The canary leaves the aggregate (a new checkpoint epoch when it
+    ///         was included); at settlement its owner is neither paid nor slashed, the assigned validators who
+    ///         voted it valid are slashed as for any rejected work, and its share of the round's trainer
+    ///         budget pays those who voted it invalid. At most `canaryRatePpm` of a round's submissions.
+    ///         Anyone but its owner may dispute a revealed canary (a false canary, overturned, is paid as the
+    ///         work it is).
+    /// @param submissionId The canary.
+    /// @param salt The salt its tag was made from.
+    function revealCanary(uint256 submissionId, bytes32 salt) external;
 
     /// @notice After a submission deadline and before the validate deadline, for every open round past its own
     ///         in turn, oldest first (usually one): the first call requests the round's check seed from a block
@@ -412,11 +452,13 @@ interface ITaskMarket {
 
     /// @notice Dispute a submission's outcome during the challenge window, with the task's bond.
     ///         Against a rejection only its trainer may dispute; against an acceptance (sampled or
-    ///         not) anyone may. A fresh committee of `validatorsPerCheck` positions drawn over the round's
+    ///         not) or a revealed canary anyone else may. A fresh committee of `validatorsPerCheck` positions drawn over the round's
     ///         whole seat stake, from the prevrandao of a block two ahead, decides by a majority of all its
     ///         positions; the bond returns only when upheld. Refused in a round whose check never started.
     /// @param submissionId The submission.
-    function dispute(uint256 submissionId) external;
+    /// @param claimValid What the disputer claims: valid against a rejection (or a revealed canary), invalid
+    ///        against an acceptance. Refused when the outcome changed since the disputer looked.
+    function dispute(uint256 submissionId, bool claimValid) external;
 
     /// @notice Fix a dispute's committee seed from the prevrandao of its seed block, given that block's RLP header;
     ///         when the block's hash is gone (256 blocks on) this moves the seed block two ahead instead
@@ -439,8 +481,10 @@ interface ITaskMarket {
     ///         attestation deadline; a strict majority on one digest agrees it.
     /// @param taskId The task.
     /// @param round The round aggregated.
+    /// @param epoch The round's checkpoint epoch the aggregate was computed in (`getRound(...).checkpointEpoch`):
+    ///        a proposal for an included set that changed since (a dispute resolved, a canary revealed) is refused.
     /// @param checkpointCid CID of the next checkpoint's manifest.
-    function proposeCheckpoint(uint256 taskId, uint256 round, string calldata checkpointCid) external;
+    function proposeCheckpoint(uint256 taskId, uint256 round, uint256 epoch, string calldata checkpointCid) external;
 
     /// @notice Finalise the current round after its challenge window (and at least a challenge window after
     ///         its checkpoint was fixed) with no dispute open: allocates its budget and gives the next round

@@ -27,18 +27,24 @@ library Disputes {
         ITaskMarket.Submission storage sub,
         ITaskMarket.Dispute storage d,
         IERC20 token,
-        uint256 submissionId
+        uint256 submissionId,
+        bool claimValid
     ) external {
+        // The outcome disputed is the one the caller saw: a vote or a reveal since would turn its claim around.
+        if (claimValid != sub.rejected) revert ITaskMarket.MarketOutcomeChanged(submissionId, sub.rejected);
         // A dispute is filed between the validate and challenge deadlines; the submit deadline is not needed.
         // slither-disable-next-line unused-return
         (, uint256 validateDeadline, uint256 challengeDeadline) =
             Ids.deadlines(rd.openedAt, task.submitWindow, task.validateWindow, task.challengeWindow);
         Ids.within(validateDeadline, challengeDeadline);
         if (sub.disputed) revert ITaskMarket.MarketAlreadyDisputed(submissionId);
-        // Against a rejection only the trainer speaks; against an acceptance anyone but the trainer.
+        // Against a rejection only the trainer speaks; against an acceptance, or a revealed canary (whose owner
+        // said it is bad), anyone but the trainer.
         // slither-disable-next-line unused-return
         (,, address trainer) = Ids.decode(submissionId);
-        if (sub.rejected != (msg.sender == trainer)) revert ITaskMarket.MarketDisputeSide(submissionId, msg.sender);
+        if ((sub.rejected && !sub.canary) != (msg.sender == trainer)) {
+            revert ITaskMarket.MarketDisputeSide(submissionId, msg.sender);
+        }
         // A round whose check never started was finalised (or will be) unverified: nothing in it is paid or
         // slashed, and no committee was ever drawn for it to appeal to.
         if (rd.checkSeed == 0) revert ITaskMarket.MarketNoCommittee(submissionId);
@@ -142,8 +148,11 @@ library Disputes {
         if (!upheld) return rejected;
         rejected = !rejected;
         sub.rejected = rejected;
-        if (rejected) rd.includedUnits -= sub.workUnits;
-        else rd.includedUnits += sub.workUnits;
+        // A revealed canary's units share the trainer budget either way (as its prize, or overturned, its pay).
+        if (!sub.canary) {
+            if (rejected) rd.includedUnits -= sub.workUnits;
+            else rd.includedUnits += sub.workUnits;
+        }
         // The included set changed: proposals for the old aggregate no longer count.
         rd.checkpointEpoch += 1;
         rd.agreedNext = 0;

@@ -43,6 +43,12 @@ library Ids {
         return keccak256(abi.encode(block.chainid, market, taskId, round, baseRound, trainer, proofsDigest));
     }
 
+    /// @dev The tag a canary is submitted with: what the creator's salt opens at {ITaskMarket-revealCanary}. Bound
+    ///      to the submission's id (task, round and sender), so one salt opens one canary.
+    function canaryTag(bytes32 salt, uint256 id) internal pure returns (bytes12) {
+        return bytes12(keccak256(abi.encode(salt, "crucible-canary", id)));
+    }
+
     /// @dev A round's deadlines from its opening time and the task's windows: submissions until the
     ///      first, attestations until the second, disputes until the third.
     function deadlines(uint256 openedAt, uint256 submitWindow, uint256 validateWindow, uint256 challengeWindow)

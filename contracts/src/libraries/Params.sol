@@ -53,6 +53,8 @@ library Params {
         // A colluding majority of the seat stake decides every check: nothing on chain can deter that.
         _atMost("colludingSharePpm", p.colludingSharePpm, PPM / 2 - 1);
         _atMost("maxStaleness", p.maxStaleness, MAX_STALENESS);
+        // Canaries share the trainer budget with real work: at most as many as half the submissions.
+        _atMost("canaryRatePpm", p.canaryRatePpm, PPM / 2);
         (uint256 honest, uint256 kept) =
             majority(p.colludingSharePpm, p.validatorsPerCheck, p.finderShareBps, p.slashAmount);
         // The appeal: overturning a verdict must cost the colluders' side at least what it gains.

@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {ProtocolFixture} from "../utils/ProtocolFixture.sol";
 import {IStakeManager} from "../../src/interfaces/IStakeManager.sol";
 import {ITaskMarket} from "../../src/interfaces/ITaskMarket.sol";
+import {Ids} from "../../src/libraries/Ids.sol";
 
 /// @dev Drives one task through random sequences of stake, unstake, withdraw, submit, attest,
 ///      dispute, vote, resolve, propose, finalise, settle, claim, refund and time warps. Every
@@ -11,6 +12,8 @@ import {ITaskMarket} from "../../src/interfaces/ITaskMarket.sol";
 ///      are honest and diligent (they attest before each deadline the handler crosses);
 ///      validator 4 always votes the opposite of the truth, so every committee of 3 drawn from
 ///      5 has an honest majority and every dispute committee of 2 at least one honest member.
+///      Some cheats are canaries the creator planted (tagged from a salt only it knows) and reveals, or not,
+///      in the first half of the challenge window.
 ///      With `maxStaleness` above 0 (the pipelined suite) it also opens rounds ahead of finality and
 ///      submits to any open round on any base, in the bound or not: the market must refuse the latter.
 contract Handler is ProtocolFixture {
@@ -28,6 +31,7 @@ contract Handler is ProtocolFixture {
     uint256[] public submissions;
     mapping(uint256 submissionId => bool) public isCheat;
     mapping(uint256 submissionId => bool) public settledByHandler;
+    mapping(uint256 submissionId => bool) public isCanary;
 
     // Ghost totals, each the handler's own count, never read back from the contracts' books.
     uint256 public ghost_openBonds;
@@ -62,6 +66,10 @@ contract Handler is ProtocolFixture {
     uint256 public ghost_openedBeyondBound;
     uint256 public ghost_openedAhead;
     uint256 public ghost_staleSubmissions;
+    /// Revealed canaries: settled ones whose owner was slashed or paid, and "valid" votes on them left unslashed.
+    uint256 public ghost_canariesRevealed;
+    uint256 public ghost_canaryOwnersCharged;
+    uint256 public ghost_canaryValidVotesUnslashed;
 
     constructor(uint256 numberOfValidators, uint8 maxStaleness) {
         creator = vm.addr(1);
@@ -96,6 +104,7 @@ contract Handler is ProtocolFixture {
         p.challengeWindow = 100;
         p.colludingSharePpm = 333_333;
         p.maxStaleness = maxStaleness;
+        p.canaryRatePpm = 500_000;
         vm.prank(creator);
         taskId = market.createTask(p, "bafy-model", "bafy-env");
         for (uint256 i = 0; i < validators.length; ++i) {
@@ -151,34 +160,54 @@ contract Handler is ProtocolFixture {
     /// A trainer submits to an open round the seed picks, on a base it picks: its own round, or the newest
     /// agreed one, and now and then any round from 3 before to 1 after that (the market must refuse those
     /// out of the bound).
-    function submit(uint256 actorSeed, uint256 units, bool cheat) external {
-        ITaskMarket.Task memory task = market.getTask(taskId);
-        if (task.ended) return;
+    function submit(uint256 actorSeed, uint256 units, bool cheat, bool canary) external {
+        canary = canary && cheat;
         address trainer = trainers[actorSeed % trainers.length];
-        (uint256 round, uint256 base, bool inBound) = _pickRoundAndBase(actorSeed, task);
+        uint256 round;
+        uint256 base;
+        bool inBound;
+        {
+            ITaskMarket.Task memory task = market.getTask(taskId);
+            if (task.ended || stakes.freeStake(trainer) < task.minTrainerStake) return;
+            (round, base, inBound) = _pickRoundAndBase(actorSeed, task);
+        }
         uint256 id = lens.submissionIdOf(taskId, round, trainer);
         {
             (uint256 submitDeadline,,) = lens.deadlinesOf(taskId, round);
             if (block.timestamp >= submitDeadline || market.getSubmission(id).workUnits != 0) return;
         }
-        if (stakes.freeStake(trainer) < task.minTrainerStake) return;
         // Trainers re-use one proofs file per kind of work across rounds: the replay the commitment must stop.
-        bytes32 proofs = keccak256(abi.encode(cheat));
-        vm.prank(trainer);
-        uint256 gasBefore = gasleft();
-        try market.submitWork(
-            taskId, round, base, "bafy-rollouts", "bafy-update", uint64(bound(units, 1, 10_000)), proofs
-        ) {
-            if (!inBound) ++ghost_basesOutOfBoundAccepted;
-        } catch {
+        (bool taken, uint256 gasUsed) =
+            _trySubmit(trainer, round, base, bound(units, 1, 10_000), keccak256(abi.encode(cheat)), _tagOf(id, canary));
+        if (!taken) {
             if (inBound) ++ghost_basesInBoundRefused;
             return;
         }
-        _recordMax(gasBefore - gasleft(), 0);
+        if (!inBound) ++ghost_basesOutOfBoundAccepted;
+        _recordMax(gasUsed, 0);
         if (base < round) ++ghost_staleSubmissions;
         submissions.push(id);
         isCheat[id] = cheat;
-        _recordCommitment(lens.commitmentOf(taskId, round, base, trainer, proofs));
+        isCanary[id] = canary;
+        _recordCommitment(lens.commitmentOf(taskId, round, base, trainer, keccak256(abi.encode(cheat))));
+    }
+
+    /// @dev A canary's tag opens with the creator's salt; real work's is random.
+    function _tagOf(uint256 id, bool canary) internal pure returns (bytes32) {
+        return canary ? bytes32(Ids.canaryTag(_saltOf(id), id)) : keccak256(abi.encode(id, "tag"));
+    }
+
+    function _trySubmit(address trainer, uint256 round, uint256 base, uint256 units, bytes32 proofs, bytes32 tag)
+        internal
+        returns (bool taken, uint256 gasUsed)
+    {
+        vm.prank(trainer);
+        uint256 gasBefore = gasleft();
+        try market.submitWork(taskId, round, base, "bafy-rollouts", "bafy-update", uint64(units), proofs, tag) {
+            return (true, gasBefore - gasleft());
+        } catch {
+            return (false, 0);
+        }
     }
 
     function _pickRoundAndBase(uint256 actorSeed, ITaskMarket.Task memory task)
@@ -221,11 +250,13 @@ contract Handler is ProtocolFixture {
         if (sub.disputed || !_inChallengeWindow(id)) return false;
         (,, address trainer) = _decode(id);
         address disputer;
-        if (sub.rejected && (!isCheat[id] || frivolous)) disputer = trainer;
+        // A revealed canary is known bad: only a frivolous dispute (by anyone but its owner) calls it valid.
+        if (sub.canary && sub.rejected) disputer = frivolous ? auditor : address(0);
+        else if (sub.rejected && (!isCheat[id] || frivolous)) disputer = trainer;
         else if (!sub.rejected && (isCheat[id] || frivolous)) disputer = auditor;
         if (disputer == address(0) || token.balanceOf(disputer) < BOND) return false;
         vm.prank(disputer);
-        market.dispute(id);
+        market.dispute(id, sub.rejected);
         ghost_openBonds += BOND;
         // Anyone (here, a validator's client) fixes the committee's seed from its block's prevrandao.
         _fixDisputeSeedWith(id, _mixOf(market.getDispute(id).seedBlock));
@@ -287,8 +318,9 @@ contract Handler is ProtocolFixture {
         if (aggregators.length == 0) return;
         address aggregator = aggregators[aggregatorSeed % aggregators.length];
         if (market.hasProposed(taskId, round, aggregator)) return;
+        uint256 epoch = market.getRound(taskId, round).checkpointEpoch;
         vm.prank(aggregator);
-        market.proposeCheckpoint(taskId, round, odd && isLiar[aggregator] ? "bafy-wrong" : "bafy-next");
+        market.proposeCheckpoint(taskId, round, epoch, odd && isLiar[aggregator] ? "bafy-wrong" : "bafy-next");
     }
 
     function finalise() external {
@@ -329,7 +361,28 @@ contract Handler is ProtocolFixture {
         } catch {}
     }
 
+    function _saltOf(uint256 id) internal pure returns (bytes32) {
+        return keccak256(abi.encode("salt", id));
+    }
+
+    /// The creator reveals a canary from the seed on (the market refuses those out of the window, over the
+    /// rate or disputed).
+    function revealCanary(uint256 submissionSeed) external {
+        for (uint256 k = 0; k < submissions.length; ++k) {
+            uint256 id = submissions[(submissionSeed % submissions.length + k) % submissions.length];
+            if (!isCanary[id] || market.getSubmission(id).canary) continue;
+            vm.prank(creator);
+            try market.revealCanary(id, _saltOf(id)) {
+                ++ghost_canariesRevealed;
+            } catch {}
+            return;
+        }
+    }
+
     function _settle(uint256 id) internal {
+        ITaskMarket.Submission memory sub = market.getSubmission(id);
+        // Revealed, and not overturned as a false canary by a dispute: settled as a canary whatever the votes.
+        if (sub.canary && !market.getDispute(id).upheld) return _settleCanary(id, sub);
         (,, address trainer) = _decode(id);
         bool sampled = lens.isSampled(id);
         bool captured = _liarMajority(lens.assignedValidators(id))
@@ -348,6 +401,28 @@ contract Handler is ProtocolFixture {
         }
         if (slashed && !isCheat[id]) ++ghost_honestSlashed;
         if (!slashed && isCheat[id] && sampled) ++ghost_sampledCheatsUnslashed;
+    }
+
+    /// A revealed canary: its owner neither slashed nor paid, every position voted "valid" on it slashed.
+    function _settleCanary(uint256 id, ITaskMarket.Submission memory sub) internal {
+        (,, address owner) = _decode(id);
+        address[] memory assigned = lens.isSampled(id) ? lens.assignedValidators(id) : new address[](0);
+        uint256[] memory before = new uint256[](assigned.length);
+        for (uint256 j = 0; j < assigned.length; ++j) {
+            before[j] = _stakeOf(assigned[j]);
+        }
+        uint256 ownerStake = _stakeOf(owner);
+        uint256 ownerCredit = market.creditOf(owner);
+        market.settle(id);
+        settledByHandler[id] = true;
+        ++ghost_settles;
+        if (_stakeOf(owner) != ownerStake || market.creditOf(owner) != ownerCredit) ++ghost_canaryOwnersCharged;
+        for (uint256 j = 0; j < assigned.length; ++j) {
+            bool votedValid = sub.votedMask & ~sub.invalidMask & (1 << j) != 0;
+            if (votedValid && _firstAt(assigned, j) == j && _stakeOf(assigned[j]) >= before[j]) {
+                ++ghost_canaryValidVotesUnslashed;
+            }
+        }
     }
 
     function claim(uint256 actorSeed) external {

@@ -10,9 +10,9 @@ import {Handler} from "./Handler.sol";
 contract HandlerReachTest is Test {
     function test_HandlerReachesSettlement() public {
         Handler handler = new Handler(5, 0);
-        handler.submit(0, 100, false);
-        handler.submit(1, 100, false);
-        handler.submit(2, 100, true);
+        handler.submit(0, 100, false, false);
+        handler.submit(1, 100, false, false);
+        handler.submit(2, 100, true, false);
         assertEq(handler.submissionCount(), 3, "submitted");
         handler.warp(0, true);
         handler.warp(0, true);
@@ -29,12 +29,33 @@ contract HandlerReachTest is Test {
         assertEq(handler.market().totalCredits(), 0, "all claimed");
     }
 
+    /// The reveal reaches a settled canary: revealed in the challenge window's first half, settled on the canary's
+    /// terms (the invariants' counts stay zero), and a settled round.
+    function test_HandlerReachesACanary() public {
+        Handler handler = new Handler(5, 0);
+        handler.submit(0, 100, false, false);
+        handler.submit(1, 100, false, false);
+        handler.submit(2, 100, true, true);
+        handler.warp(0, true);
+        handler.warp(0, true);
+        handler.revealCanary(2);
+        assertEq(handler.ghost_canariesRevealed(), 1, "revealed");
+        handler.warp(0, true);
+        handler.finalise();
+        for (uint256 i = 0; i < 3; ++i) {
+            handler.settle(0);
+        }
+        assertEq(handler.ghost_settles(), 3, "all three settled");
+        assertEq(handler.ghost_canaryOwnersCharged(), 0, "the owner untouched");
+        assertEq(handler.ghost_canaryValidVotesUnslashed(), 0, "valid votes slashed");
+    }
+
     /// The leave action reaches both paths: refused while a vote is unsettled, allowed once settled.
     function test_HandlerReachesLeaving() public {
         Handler handler = new Handler(5, 0);
-        handler.submit(0, 100, false);
-        handler.submit(1, 100, false);
-        handler.submit(2, 100, true);
+        handler.submit(0, 100, false, false);
+        handler.submit(1, 100, false, false);
+        handler.submit(2, 100, true, false);
         for (uint256 round = 0; round < 3; ++round) {
             handler.warp(0, true);
             handler.warp(0, true);
@@ -60,14 +81,14 @@ contract HandlerReachTest is Test {
     /// The pipelined handler opens rounds ahead, takes stale submissions and settles rounds in order.
     function test_PipelinedHandlerReachesStaleWork() public {
         Handler handler = new Handler(5, 1);
-        handler.submit(0, 100, false);
+        handler.submit(0, 100, false, false);
         handler.warp(0, true); // round 0's submission deadline
         handler.openAhead();
         assertEq(handler.ghost_openedAhead(), 1, "round 1 opened ahead");
         handler.openAhead(); // round 2 would be two rounds ahead: refused
         assertEq(handler.ghost_openedAhead(), 1, "round 2 waits for round 0");
         // Round 1 on round 0's checkpoint (the seed's bits pick round 1 and the newest agreed base).
-        handler.submit(1 | (1 << 8), 100, false);
+        handler.submit(1 | (1 << 8), 100, false, false);
         assertEq(handler.ghost_staleSubmissions(), 1, "a submission one round stale");
         for (uint256 i = 0; i < 4; ++i) {
             handler.warp(0, true);

@@ -72,6 +72,15 @@ contract TaskMarketInvariantTest is Test {
         assertEq(handler.ghost_doubleSettles(), 0, "a submission settled twice");
     }
 
+    /// A revealed canary's owner is neither slashed nor paid, and every position that voted it valid is slashed.
+    /// Broken by: settling a revealed canary as rejected work (mutant "canary-owner-slashed"). A reveal that leaves
+    /// an accepted canary accepted (mutant "canary-voters-unpunished") shows only where liars hold a check's
+    /// majority, seldom here: test_LazyValidatorsSlashedAndTheCatcherPaid builds that case and is its check.
+    function invariant_canariesChargeTheVotersNotTheOwner() public view {
+        assertEq(handler.ghost_canaryOwnersCharged(), 0, "a canary's owner was slashed or paid");
+        assertEq(handler.ghost_canaryValidVotesUnslashed(), 0, "a valid vote on a canary went unslashed");
+    }
+
     /// Property 3: with an honest majority in every assignment, no honest trainer is slashed.
     /// Rejecting on the first invalid vote instead of a majority (mutant "first-vote-rejects") breaks it
     /// only in runs where the liar votes first on honest work; test_ALoneInvalidVoteCastFirstDoesNotReject
