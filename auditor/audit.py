@@ -153,6 +153,7 @@ class Auditor:
             slashed_wei=0 if settled is None else int(settled.args["slashed"]),
             base_round=int(event.args["baseRound"]),
             seed_fixed=bool(fixed),
+            canary=state.canary,
         )
         for vote in votes:
             if vote.evidence_unread:
@@ -244,7 +245,11 @@ class Auditor:
             kind = "wrong-outcome" if audit.sampled else "unsampled-cheat"
             how = "accepted after its check" if audit.sampled else "accepted unchecked (not sampled)"
             audit.findings.append(Finding(kind, f"{how}, but the re-run finds it {said}: dispute it"))
-        if verdict.valid and audit.rejected:
+        if verdict.valid and audit.rejected and audit.canary:
+            audit.findings.append(
+                Finding("false-canary", "revealed as a canary, but the re-run passes every check: anyone may dispute")
+            )
+        elif verdict.valid and audit.rejected:
             audit.findings.append(
                 Finding("wrong-outcome", "rejected, but the re-run passes every check: its trainer may dispute")
             )

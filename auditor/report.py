@@ -69,13 +69,14 @@ class SubmissionAudit:
     slashed_wei: int
     base_round: int  # the round whose checkpoint the work started from
     seed_fixed: bool = True  # False: not yet known whether it is sampled, nor by whom checked
+    canary: bool = False  # revealed as a canary by the task's creator (known-bad work it planted)
     rerun: Verdict | None = None
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the auditor could not verify, its own faults
 
     @property
     def outcome(self) -> str:
-        return "rejected" if self.rejected else "accepted"
+        return ("canary" if self.canary else "rejected") if self.rejected else "accepted"
 
     def as_json(self) -> dict[str, Any]:
         return {

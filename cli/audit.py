@@ -356,9 +356,11 @@ def dispute(
         if verdict.valid != audit.rejected:
             raise ConfigError(
                 f"nothing to dispute: the re-run finds submission {hex(value)} "
-                f"{'valid' if verdict.valid else 'invalid'} and the chain {audit.outcome} it"
+                f"{'valid' if verdict.valid else 'invalid'} and the chain's outcome is {audit.outcome}"
             )
-        if audit.rejected and signer.address != trainer:
+        if audit.rejected and audit.canary and signer.address == trainer:
+            raise ConfigError(f"the canary's owner {trainer} may not dispute its reveal: anyone else may")
+        if audit.rejected and not audit.canary and signer.address != trainer:
             raise ConfigError(f"only the trainer {trainer} may dispute the rejection of its submission")
         if not audit.rejected and signer.address == trainer:
             raise ConfigError("a trainer cannot dispute the acceptance of its own submission")

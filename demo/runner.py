@@ -286,8 +286,8 @@ class Demo:
 
     @staticmethod
     def _canaries(index: EventIndex, task_id: int, names: dict[str, str]) -> list[dict[str, Any]]:
-        """Each revealed canary: its round and planter, the validators it slashed (they voted it valid) and those
-        it paid (they voted it invalid: its prize)."""
+        """Each revealed canary: its round and planter, who voted it valid and invalid, the validators it slashed
+        (they voted it valid) and those it paid (they voted it invalid: its prize)."""
         found = []
         for event in index.events("CanaryRevealed", task=task_id):
             submission = int(event.args["submissionId"])
@@ -301,8 +301,12 @@ class Demo:
             paid = [(names.get(e.args["account"], e.args["account"]), int(e.args["amount"]))
                     for e in index.events("Credited", task=task_id)
                     if int(e.args["kind"]) == CANARY_PRIZE and e.tx in settled]  # fmt: skip
+            votes = index.events("Attested", submission=submission)
             found.append({
                 "submission": str(submission), "round": round_index, "trainer": names.get(trainer, trainer),
+                "voted_valid": [names.get(e.args["validator"], e.args["validator"]) for e in votes if e.args["valid"]],
+                "voted_invalid": [names.get(e.args["validator"], e.args["validator"]) for e in votes
+                                  if not e.args["valid"]],
                 "slashed": slashed, "prize_wei": {name: str(amount) for name, amount in paid},
             })  # fmt: skip
         return found

@@ -146,3 +146,39 @@ def test_an_unchecked_poisoner_is_clipped_by_the_outer_step(tmp_path: Path) -> N
     # x100 of an honest-sized update, brought to at most 2 x the median: a factor of about 1/50.
     assert 0 < float(found[2]) < 0.05
     assert all(update["included"] for update in summary["rounds"][0]["updates"]), "nothing was checked"
+
+
+def test_a_lazy_validator_pays_for_the_canaries_it_waved_through(tmp_path: Path) -> None:
+    """`--validator-adversary lazy --canary-rate 0.2`: a canary node plants one canary a round and reveals it; the
+    summary names them. Every validator that voted a canary valid is slashed for it (the lazy one, whenever the
+    draw gave it the canary's check: three chances in four a round), every one that voted it invalid shares its
+    prize, the canary's owner keeps its stake and is paid nothing, the canaries never reach the aggregate, and the
+    books balance. Broken version: settle a revealed canary as work (the `_settleTrainer` canary branch removed) —
+    the owner is paid and its catchers get nothing."""
+    env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
+    done = subprocess.run([CRUCIBLE, "demo", "--model", "tiny", "--rounds", "2", "--prompts", "16", "--eval-problems",
+                           "20", "--no-adversary", "--validator-adversary", "lazy", "--canary-rate", "0.2", "--json"],
+                          capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    accounts = {a["name"]: a for a in summary["accounts"]}
+    lazy, honest, owner = accounts["validator-1 (lazy)"], accounts["validator-2"], accounts["canary-1"]
+    canaries = summary["canaries"]
+    assert [c["round"] for c in canaries] == [0, 1] and {c["trainer"] for c in canaries} == {"canary-1"}
+    slashes = 0
+    for canary in canaries:
+        # The honest validator runs the checks: it never votes a canary valid.
+        assert set(canary["voted_valid"]) <= {lazy["name"]} and set(canary["voted_invalid"]) <= {honest["name"]}
+        assert canary["voted_valid"] or canary["voted_invalid"], "every canary is checked (sample rate 1)"
+        # One slash per position voted (a validator may hold both of a check's positions), one vote per validator.
+        assert set(canary["slashed"]) == set(canary["voted_valid"])
+        assert set(canary["prize_wei"]) == set(canary["voted_invalid"])
+        assert all(int(amount) > 0 for amount in canary["prize_wei"].values())
+        slashes += len(canary["slashed"])
+    validator_slash = 10 * 10**18
+    assert int(lazy["stake_after_wei"]) == int(lazy["stake_before_wei"]) - slashes * validator_slash
+    assert int(honest["stake_after_wei"]) == int(honest["stake_before_wei"])
+    assert owner["stake_after_wei"] == owner["stake_before_wei"] and owner["rewards_wei"] == "0"
+    for row in summary["rounds"][:2]:
+        assert [u["included"] for u in row["updates"] if u["trainer"] == "canary-1"] == [False]
+    assert summary["money_check"]["balanced"]
