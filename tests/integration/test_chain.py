@@ -118,6 +118,8 @@ def test_custom_errors_decoded(crucible: Crucible, dev: list[Signer]) -> None:
         ({"submit_window_s": 4}, "MarketParameterBelow", {"name": "submitWindow", "value": 4, "least": 5}),
         ({"colluding_share_ppm": 500_000}, "MarketParameterAbove",
          {"name": "colludingSharePpm", "value": 500_000, "most": 499_999}),
+        ({"canary_rate_ppm": 500_001}, "MarketParameterAbove",
+         {"name": "canaryRatePpm", "value": 500_001, "most": 500_000}),
     ],
 )  # fmt: skip
 def test_the_chain_refuses_what_task_params_refuses(

@@ -188,6 +188,7 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     # The creation limits (issue 17), named as typed, before anything is sent.
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--rounds", "1001"), "refused: --rounds")
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--submit-window", "4"), "refused: --submit-window")
+    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--canary-rate", "0.6"), "refused: --canary-rate")
     assert_one_line_error(
         net.run(*create, "--model", MODEL_CID, "--dispute-bond", "0.01"), "dispute bond must be at least the validator"
     )

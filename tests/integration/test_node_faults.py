@@ -240,6 +240,17 @@ def test_node_refuses_bad_setups_with_one_line(
     assert_one_line_error(
         cli(crucible_home, *base, "--task", str(task_id), "--account", "dev3", "--rounds", "0"), "--rounds"
     )
+    # A canary node: its creator named, the task's own, in a task that takes canaries (this one does not).
+    run = [*base, "--task", str(task_id), "--account", "dev3"]
+    assert_one_line_error(cli(crucible_home, *run, "--canary"), "--canary and --creator-account go together")
+    assert_one_line_error(
+        cli(crucible_home, *run, "--canary", "--creator-account", "dev0", "--adversary", "wrong-model"),
+        "leave out --adversary",
+    )
+    assert_one_line_error(
+        cli(crucible_home, *run, "--canary", "--creator-account", "dev1"), "must be the creator of task"
+    )
+    assert_one_line_error(cli(crucible_home, *run, "--canary", "--creator-account", "dev0"), "takes no canaries")
 
 
 def test_red_team_mode_refuses_a_chain_other_than_the_devnet(
