@@ -19,6 +19,7 @@ from typing import Any
 
 from eth_account import Account
 
+from node.canary import Canary
 from protocol.accounts import Signer, load_signer
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.chain import devnet
@@ -30,7 +31,10 @@ from protocol.config import devnet_settings
 
 TOKEN = 10**18
 CID = cid_of_bytes(b"bench")
-PARAMS = demo_task_params(submit_window_s=3600, validate_window_s=3600, challenge_window_s=3600)
+# A task that takes canaries (the rate costs nothing where it is unused: it shares a slot written anyway).
+PARAMS = demo_task_params(
+    submit_window_s=3600, validate_window_s=3600, challenge_window_s=3600, canary_rate_ppm=400_000
+)
 
 
 def fresh_signers(crucible: Crucible, funder: Signer, count: int, tokens: int) -> list[Signer]:
@@ -74,6 +78,13 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
         )
         record("submitWork", chain.transact(function, signer))
         ids.append((task_id << 192) | int(signer.address, 16))
+    # dev9 plants the creator's canary.
+    canary, planted = Canary(dev[0]), (task_id << 192) | int(dev[9].address, 16)
+    crucible.ensure_allowance(dev[9], crucible.stakes.address, 1000 * TOKEN)
+    chain.transact(crucible.stakes.functions.stake(1000 * TOKEN, 1), dev[9])
+    tag = canary.tag(crucible.market.address, planted)
+    record("submitWork", chain.transact(crucible.market.functions.submitWork(
+        task_id, 0, 0, CID, CID, 100, bytes(32), tag), dev[9]))  # fmt: skip
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).submit)
     request, fix = devnet.fix_check_seed(crucible, dev[0], task_id)
     record("fixCheckSeed (request)", request)
@@ -83,7 +94,10 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
         # A validator holding several positions votes them with one attest.
         for address in dict.fromkeys(crucible.assigned_validators(sid)):
             record("attest", crucible.attest(by_address[address], sid, valid, CID))
+    for address in dict.fromkeys(crucible.assigned_validators(planted)):
+        record("attest", crucible.attest(by_address[address], planted, False, CID))
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).validate)
+    record("revealCanary", crucible.reveal_canary(dev[0], planted, canary.salt(crucible.market.address, planted)))
     record("dispute", chain.transact(_approve_then(crucible, dev[3], ids[2]), dev[3]))
     record("fixDisputeSeed", devnet.finish_dispute_seed(crucible, dev[0], ids[2]))
     for address in dict.fromkeys(crucible.dispute_committee(ids[2])):
@@ -93,14 +107,15 @@ def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]
         record("proposeCheckpoint", crucible.propose_checkpoint(by_address[address], task_id, 0, CID))
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).challenge)
     record("finaliseRound", crucible.finalise_round(dev[0], task_id))
-    for sid in ids:
+    for sid in [*ids, planted]:
         # settle's cost follows its path (slash and finder share, validators paid or not), and which
         # path a submission takes follows the round's check seed: label each by its path so runs
         # with different seeds (and builds before and after a change) compare like with like.
         state = crucible.submission(sid)
         path = "rejected" if state.rejected else "accepted, checked" if state.voted_mask else "accepted, unchecked"
+        path = "canary" if state.canary else path
         record(f"settle ({path}{', disputed' if state.disputed else ''})", crucible.settle(dev[0], sid))
-    for signer in dev[1:9]:
+    for signer in dev[1:10]:
         if crucible.credit_of(signer.address):
             record("claim", chain.transact(crucible.market.functions.claim(), signer))
     record("requestUnstake", crucible.request_unstake(dev[1], 100 * TOKEN))
