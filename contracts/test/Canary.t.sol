@@ -30,6 +30,29 @@ contract CanaryTest is BaseTest {
         canary = _submitCanary(taskId, 0, trainers[2], 100, SALT);
     }
 
+    /// @dev {_round}, in its validate window with the real work attested valid by its checkers (every test's draws
+    ///      seat distinct validators, `_warpToValidate`); the canary's votes are the test's.
+    function _checkedRound(ITaskMarket.TaskParams memory p)
+        internal
+        returns (uint256 taskId, uint256[] memory honest, uint256 canary)
+    {
+        (taskId, honest, canary) = _round(p);
+        _warpToValidate(taskId, 0);
+        _attestAll(honest[0], true);
+        _attestAll(honest[1], true);
+    }
+
+    /// @dev The canary's first two checkers attest it valid without looking, the third invalid; returns them.
+    function _lazyMajority(uint256 canary) internal returns (address[] memory assigned) {
+        assigned = lens.assignedValidators(canary);
+        vm.prank(assigned[0]);
+        market.attest(canary, true, "lazy");
+        vm.prank(assigned[1]);
+        market.attest(canary, true, "lazy");
+        vm.prank(assigned[2]);
+        market.attest(canary, false, "bafy-evidence");
+    }
+
     function _submitCanary(uint256 taskId, uint256 round, address owner, uint64 units, bytes32 salt)
         internal
         returns (uint256 id)
@@ -65,17 +88,8 @@ contract CanaryTest is BaseTest {
     /// (the lazy validators were paid). scripts/mutants.py: canary-prize-unpaid, canary-voters-unpunished.
     function test_LazyValidatorsSlashedAndTheCatcherPaid() public {
         ITaskMarket.TaskParams memory p = _canaryParams();
-        (uint256 taskId, uint256[] memory honest, uint256 canary) = _round(p);
-        _warpToValidate(taskId, 0);
-        _attestAll(honest[0], true);
-        _attestAll(honest[1], true);
-        address[] memory assigned = lens.assignedValidators(canary);
-        vm.prank(assigned[0]);
-        market.attest(canary, true, "lazy");
-        vm.prank(assigned[1]);
-        market.attest(canary, true, "lazy");
-        vm.prank(assigned[2]);
-        market.attest(canary, false, "bafy-evidence");
+        (uint256 taskId, uint256[] memory honest, uint256 canary) = _checkedRound(p);
+        address[] memory assigned = _lazyMajority(canary);
         assertTrue(!market.getSubmission(canary).rejected, "the lazy majority let it in");
         _warpToChallenge(taskId, 0);
         uint16 epoch = market.getRound(taskId, 0).checkpointEpoch;
@@ -121,10 +135,7 @@ contract CanaryTest is BaseTest {
     /// reveal (the prize was the whole budget's remainder and the honest trainers were paid half of it each).
     function test_ACaughtCanaryPaysAllItsCatchers() public {
         ITaskMarket.TaskParams memory p = _canaryParams();
-        (uint256 taskId, uint256[] memory honest, uint256 canary) = _round(p);
-        _warpToValidate(taskId, 0);
-        _attestAll(honest[0], true);
-        _attestAll(honest[1], true);
+        (uint256 taskId, uint256[] memory honest, uint256 canary) = _checkedRound(p);
         address[] memory assigned = _attestAll(canary, false);
         assertTrue(market.getSubmission(canary).rejected, "caught");
         assertEq(market.getRound(taskId, 0).includedUnits, 200, "rejected work leaves the split");
@@ -158,10 +169,7 @@ contract CanaryTest is BaseTest {
     /// aggregate counted in the new epoch; mutant "proposal-any-epoch").
     function test_RevertWhen_AProposalAggregatedARevealedCanary() public {
         ITaskMarket.TaskParams memory p = _canaryParams();
-        (uint256 taskId, uint256[] memory honest, uint256 canary) = _round(p);
-        _warpToValidate(taskId, 0);
-        _attestAll(honest[0], true);
-        _attestAll(honest[1], true);
+        (uint256 taskId, uint256[] memory honest, uint256 canary) = _checkedRound(p);
         _attestAll(canary, true);
         _warpToChallenge(taskId, 0);
         address[] memory aggregators = lens.aggregatorsOf(taskId, 0);
@@ -185,13 +193,7 @@ contract CanaryTest is BaseTest {
         ITaskMarket.TaskParams memory p = _canaryParams();
         (uint256 taskId,, uint256 canary) = _round(p);
         _warpToValidate(taskId, 0);
-        address[] memory assigned = lens.assignedValidators(canary);
-        vm.prank(assigned[0]);
-        market.attest(canary, true, "lazy");
-        vm.prank(assigned[1]);
-        market.attest(canary, true, "lazy");
-        vm.prank(assigned[2]);
-        market.attest(canary, false, "bafy-evidence");
+        address[] memory assigned = _lazyMajority(canary);
         _warpToChallenge(taskId, 0);
         _reveal(canary, SALT);
         vm.prank(assigned[2]);
@@ -306,10 +308,7 @@ contract CanaryTest is BaseTest {
     /// all three were slashed).
     function test_AFalseCanaryIsOverturnedOnAppeal() public {
         ITaskMarket.TaskParams memory p = _canaryParams();
-        (uint256 taskId, uint256[] memory honest, uint256 canary) = _round(p);
-        _warpToValidate(taskId, 0);
-        _attestAll(honest[0], true);
-        _attestAll(honest[1], true);
+        (uint256 taskId, uint256[] memory honest, uint256 canary) = _checkedRound(p);
         address[] memory assigned = _attestAll(canary, true);
         _warpToChallenge(taskId, 0);
         _reveal(canary, SALT);
@@ -342,10 +341,7 @@ contract CanaryTest is BaseTest {
     /// failing with settlement keyed on the tag instead of the reveal (the owner kept its stake).
     function test_AnUnrevealedCanaryIsTheWorkItClaims() public {
         ITaskMarket.TaskParams memory p = _canaryParams();
-        (uint256 taskId, uint256[] memory honest, uint256 canary) = _round(p);
-        _warpToValidate(taskId, 0);
-        _attestAll(honest[0], true);
-        _attestAll(honest[1], true);
+        (uint256 taskId, uint256[] memory honest, uint256 canary) = _checkedRound(p);
         _attestAll(canary, false);
         uint256 ownerStake = _stakeOf(trainers[2]);
         _settleRound(taskId, honest, canary);

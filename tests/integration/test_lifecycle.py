@@ -41,12 +41,7 @@ PARAMS = demo_task_params()
 def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[Crucible, int, dict[str, int]]:
     """Task 1 with trainers dev1-dev3 (300, 100, 200 units) and validators dev4-dev8, and a check seed that
     seats distinct validators on dev1's check (`distinct_checks`); returns the connection to go on with."""
-    task_id = crucible.create_task(dev[0], PARAMS, cid("model"), cid("env"))
-    for trainer in dev[1:4]:
-        crucible.stake(trainer, 1000 * TOKEN, Role.TRAINER)
-    for validator in dev[4:9]:
-        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-        crucible.join_task(validator, task_id)
+    task_id = seated_task(crucible, dev, PARAMS)
     ids = {}
     for trainer, units in zip(dev[1:4], (300, 100, 200), strict=True):
         ids[trainer.name] = crucible.submit_work(
@@ -55,6 +50,17 @@ def setup_round(crucible: Crucible, dev: list[Signer]) -> tuple[Crucible, int, d
     wish = distinct_checks(ids["dev1"])
     crucible = fix_check_seed_where(crucible.chain.rpc_url, crucible.deployment, dev[0], task_id, wish)
     return crucible, task_id, ids
+
+
+def seated_task(crucible: Crucible, dev: list[Signer], params: TaskParams) -> int:
+    """A task with `params`, trainers dev1-dev3 staked and validators dev4-dev8 seated; returns its id."""
+    task_id = crucible.create_task(dev[0], params, cid("model"), cid("env"))
+    for trainer in dev[1:4]:
+        crucible.stake(trainer, 1000 * TOKEN, Role.TRAINER)
+    for validator in dev[4:9]:
+        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(validator, task_id)
+    return task_id
 
 
 def small_task(crucible: Crucible, dev: list[Signer], params: TaskParams) -> int:
@@ -393,12 +399,7 @@ def test_a_canary_slashes_its_lazy_checkers_and_pays_its_catcher(
     from node.canary import Canary
 
     params = demo_task_params(canary_rate_ppm=400_000)
-    task_id = crucible.create_task(dev[0], params, cid("model"), cid("env"))
-    for trainer in dev[1:4]:
-        crucible.stake(trainer, 1000 * TOKEN, Role.TRAINER)
-    for validator in dev[4:9]:
-        crucible.stake(validator, 200 * TOKEN, Role.VALIDATOR)
-        crucible.join_task(validator, task_id)
+    task_id = seated_task(crucible, dev, params)
     canary = Canary(dev[0])
     market = crucible.market.address
     planted = submission_id(task_id, 0, dev[3].address)
