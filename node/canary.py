@@ -11,18 +11,43 @@ address with stake, a submission in the window and a tag of random-looking bytes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from eth_account.messages import encode_defunct
 from eth_utils import keccak
 
-from node.adversary import Adversary, RandomUpdate, WrongModel
+from node.adversary import Adversary, WrongModel
 from protocol.accounts import Signer
 from protocol.chain.ids import canary_tag
+from protocol.work.round import RoundContext
+
+if TYPE_CHECKING:
+    import torch
+
+NOISE_SCALE = 1e-2  # the canary's noise update, per element
+
+
+class NoiseUpdate(Adversary):
+    """Honest rollouts, an update of random noise: unlike `random-update` (the honest update's size) it is never
+    zero, so the update replay fails it even in a round whose honest update is zero (no reward varied)."""
+
+    name = "canary-noise"
+    description = "publishes honest rollouts with an update of random noise"
+
+    def corrupt_update(self, update: dict[str, torch.Tensor], context: RoundContext) -> dict[str, torch.Tensor]:
+        import torch
+
+        generator = torch.Generator().manual_seed(context.round_index)
+        return {
+            name: (torch.randn(value.shape, generator=generator) * NOISE_SCALE).to(value.dtype)
+            for name, value in update.items()
+        }
+
 
 # The faults a canary carries, one a round by its salt: each is caught by every check, deterministically (a
-# prefill of the wrong model fails TOPLOC; a random update fails the update replay), so an honest validator never
+# prefill of the wrong model fails TOPLOC; a noise update fails the update replay), so an honest validator never
 # votes a canary valid. Two kinds, so that no single cheap check is enough to spot them all.
-CANARY_FAULTS: tuple[type[Adversary], ...] = (WrongModel, RandomUpdate)
+CANARY_FAULTS: tuple[type[Adversary], ...] = (WrongModel, NoiseUpdate)
 
 
 @dataclass(frozen=True)

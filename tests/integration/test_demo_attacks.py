@@ -44,12 +44,12 @@ def test_an_unchecked_poisoner_is_clipped_by_the_outer_step(tmp_path: Path) -> N
 def test_a_lazy_validator_pays_for_the_canaries_it_waved_through(tmp_path: Path) -> None:
     """`--validator-adversary lazy --canary-rate 0.2`: a canary node plants one canary a round and reveals it; the
     summary names them. Every validator that voted a canary valid is slashed for it (the lazy one, whenever the
-    draw gave it the canary's check: three chances in four a round), every one that voted it invalid shares its
+    draw gave it the canary's check: three chances in four), every one that voted it invalid shares its
     prize, the canary's owner keeps its stake and is paid nothing, the canaries never reach the aggregate, and the
     books balance. Broken version: settle a revealed canary as work (the `_settleTrainer` canary branch removed) —
     the owner is paid and its catchers get nothing."""
     env = demo_env(tmp_path)
-    done = subprocess.run([CRUCIBLE, "demo", "--model", "tiny", "--rounds", "2", "--prompts", "16", "--eval-problems",
+    done = subprocess.run([CRUCIBLE, "demo", "--model", "tiny", "--rounds", "1", "--prompts", "16", "--eval-problems",
                            "20", "--no-adversary", "--validator-adversary", "lazy", "--canary-rate", "0.2", "--json"],
                           capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -57,7 +57,7 @@ def test_a_lazy_validator_pays_for_the_canaries_it_waved_through(tmp_path: Path)
     accounts = {a["name"]: a for a in summary["accounts"]}
     lazy, honest, owner = accounts["validator-1 (lazy)"], accounts["validator-2"], accounts["canary-1"]
     canaries = summary["canaries"]
-    assert [c["round"] for c in canaries] == [0, 1] and {c["trainer"] for c in canaries} == {"canary-1"}
+    assert [c["round"] for c in canaries] == [0] and {c["trainer"] for c in canaries} == {"canary-1"}
     slashes = 0
     for canary in canaries:
         # The honest validator runs the checks: it never votes a canary valid.
@@ -72,7 +72,6 @@ def test_a_lazy_validator_pays_for_the_canaries_it_waved_through(tmp_path: Path)
     assert int(lazy["stake_after_wei"]) == int(lazy["stake_before_wei"]) - slashes * validator_slash
     assert int(honest["stake_after_wei"]) == int(honest["stake_before_wei"])
     assert owner["stake_after_wei"] == owner["stake_before_wei"] and owner["rewards_wei"] == "0"
-    for row in summary["rounds"][:2]:
-        assert [u["included"] for u in row["updates"] if u["trainer"] == "canary-1"] == [False]
+    assert [u["included"] for u in summary["rounds"][0]["updates"] if u["trainer"] == "canary-1"] == [False]
     assert summary["money_check"]["balanced"]
     assert demo_processes(tmp_path) == []

@@ -7,8 +7,8 @@ from __future__ import annotations
 from eth_abi import encode
 from eth_utils import keccak
 
-from node.adversary import RandomUpdate, WrongModel
-from node.canary import Canary
+from node.adversary import WrongModel
+from node.canary import Canary, NoiseUpdate
 from protocol.accounts import load_signer
 from protocol.chain.ids import canary_tag, submission_id
 
@@ -40,4 +40,18 @@ def test_the_tag_opens_only_with_its_salt_and_submission() -> None:
 def test_the_fault_is_one_every_check_catches() -> None:
     canary = Canary(load_signer("dev0"))
     faults = {type(canary.fault(MARKET, submission_id(1, r, load_signer("dev5").address))) for r in range(16)}
-    assert faults == {WrongModel, RandomUpdate}
+    assert faults == {WrongModel, NoiseUpdate}
+
+
+def test_the_noise_fault_is_never_the_honest_update() -> None:
+    """Even where the honest update is zero (no reward varied in any group), the canary's update is not: the
+    update replay tells them apart. Broken version: `random-update`, scaled to the honest norm (zero here)."""
+    import torch
+
+    from protocol.work.round import RoundContext
+
+    zero = {"layer.weight": torch.zeros(4, 3), "layer.bias": torch.zeros(3)}
+    context = RoundContext.__new__(RoundContext)
+    object.__setattr__(context, "round_index", 2)
+    noisy = NoiseUpdate().corrupt_update(zero, context)
+    assert all(noisy[name].norm() > 0 and noisy[name].shape == zero[name].shape for name in zero)
