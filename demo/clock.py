@@ -62,14 +62,9 @@ class Clock:
                 elif now < deadlines.validate:
                     due.append((deadlines.validate, False, f"round {r} of 0-{last}: validators checking",
                                 self._checked(r)))  # fmt: skip
-                elif (
-                    r == task.current_round
-                    and self.canaries
-                    and now < deadlines.validate + task.challenge_window_s // 2
-                ):
+                elif r == task.current_round and self.canaries and now < deadlines.reveals_end:
                     # The canaries are revealed in the challenge window's first half; validators dispute after it.
-                    reveals_end = deadlines.validate + task.challenge_window_s // 2
-                    due.append((reveals_end, False, f"round {r} of 0-{last}: revealing canaries",
+                    due.append((deadlines.reveals_end, False, f"round {r} of 0-{last}: revealing canaries",
                                 partial(self._revealed, r)))  # fmt: skip
                 elif r == task.current_round:
                     final_from = max(crucible.final_from(task_id, r), now)

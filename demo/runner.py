@@ -289,6 +289,7 @@ class Demo:
         """Each revealed canary: its round and planter, who voted it valid and invalid, the validators it slashed
         (they voted it valid) and those it paid (they voted it invalid: its prize)."""
         found = []
+        prizes = [e for e in index.events("Credited", task=task_id) if int(e.args["kind"]) == CANARY_PRIZE]
         for event in index.events("CanaryRevealed", task=task_id):
             submission = int(event.args["submissionId"])
             _, round_index, trainer = decode_submission_id(submission)
@@ -299,8 +300,7 @@ class Demo:
             # Its prize is credited in the transaction that settles it (a credit names no submission).
             settled = {e.tx for e in index.events("Settled", submission=submission)}
             paid = [(names.get(e.args["account"], e.args["account"]), int(e.args["amount"]))
-                    for e in index.events("Credited", task=task_id)
-                    if int(e.args["kind"]) == CANARY_PRIZE and e.tx in settled]  # fmt: skip
+                    for e in prizes if e.tx in settled]  # fmt: skip
             votes = index.events("Attested", submission=submission)
             found.append({
                 "submission": str(submission), "round": round_index, "trainer": names.get(trainer, trainer),

@@ -399,10 +399,9 @@ class TrainerNode(Participant):
         if state.canary or state.disputed or state.work_units == 0:
             return
         deadlines = self.crucible.deadlines(self.options.task_id, round_index)
-        closes = deadlines.validate + self.crucible.task(self.options.task_id).challenge_window_s // 2
-        if not deadlines.validate <= self.crucible.chain.now() < closes:
+        if not deadlines.validate <= self.crucible.chain.now() < deadlines.reveals_end:
             return
-        if not self.lands_before(closes, "reveal_canary", round=round_index):
+        if not self.lands_before(deadlines.reveals_end, "reveal_canary", round=round_index):
             return
         with self.racing("reveal_canary", round=round_index):
             self.crucible.reveal_canary(

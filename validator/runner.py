@@ -19,7 +19,7 @@ from typing import Any
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import aggregator_positions, assigned_positions, bits_within, is_sampled
-from protocol.chain.client import Crucible, Role, SubmissionState, TaskState
+from protocol.chain.client import Crucible, Role, SubmissionState
 from protocol.chain.ids import submission_id
 from protocol.errors import ConfigError, OwnFault
 from protocol.files import write_json_atomic
@@ -346,7 +346,7 @@ class Validator(Participant):
             state = self.crucible.submission(submission)
             if state.disputed:
                 self._committee_duty(submission, event, spec)
-            elif self._should_dispute(submission, state):
+            elif self._should_dispute(round_index, submission, state):
                 try:
                     self.crucible.require_committee(submission)
                 except ConfigError as refusal:
@@ -361,7 +361,7 @@ class Validator(Participant):
                     self.summary.disputed.append(str(submission))
                     self.reporter.event("disputed", round=round_index, submission=str(submission))
 
-    def _should_dispute(self, submission: int, state: SubmissionState) -> bool:
+    def _should_dispute(self, round_index: int, submission: int, state: SubmissionState) -> bool:
         """An acceptance this validator attested invalid (outvoted, or no majority) is disputed; so is a revealed
         canary it checked and attested valid (a false canary: real work revealed to slash its checkers)."""
         if not self.options.dispute or (self.options.adversary and not self.options.adversary.disputes):
@@ -370,18 +370,14 @@ class Validator(Participant):
         if state.rejected and not false_canary:
             return False
         task = self.crucible.task(self.options.task_id)
-        if not false_canary and task.canary_rate_ppm and self._in_reveal_window(submission, task):
+        reveals_end = self.crucible.deadlines(self.options.task_id, round_index).reveals_end
+        if not false_canary and task.canary_rate_ppm and self.crucible.chain.now() < reveals_end:
             # It may be a canary still to be revealed: its reveal, not a dispute, settles it.
             return False
         known = self.journal.get(submission)
         if known is None or known["valid"] != false_canary:
             return False
         return self.crucible.balance_of(self.address) >= task.dispute_bond
-
-    def _in_reveal_window(self, submission: int, task: TaskState) -> bool:
-        """Whether canaries of the submission's round may still be revealed (until the challenge window's middle)."""
-        deadlines = self.crucible.deadlines(self.options.task_id, (submission >> 160) & 0xFFFFFFFF)
-        return self.crucible.chain.now() < deadlines.validate + task.challenge_window_s // 2
 
     def _committee_duty(self, submission: int, event: dict[str, Any], spec: EnvSpec) -> None:
         dispute = self.crucible.dispute_state(submission)

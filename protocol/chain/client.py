@@ -156,6 +156,11 @@ class Deadlines:
     validate: int
     challenge: int
 
+    @property
+    def reveals_end(self) -> int:
+        """When a task's canaries can no longer be revealed: the middle of the challenge window (`Canaries.reveal`)."""
+        return self.validate + (self.challenge - self.validate) // 2
+
 
 class Crucible:
     """The deployed token, stake manager and market of one chain."""
