@@ -8,6 +8,7 @@ from typing import Any
 
 from auditor.index import Event
 from auditor.money import MoneyCheck
+from protocol.chain.ids import submission_text
 from protocol.chain.params import TaskParams
 from protocol.work.checks import Verdict
 
@@ -80,7 +81,7 @@ class SubmissionAudit:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "submission": str(self.submission),
+            "submission": submission_text(self.submission),
             "task_id": self.task_id,
             "round": self.round_index,
             "base_round": self.base_round,

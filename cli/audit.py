@@ -13,7 +13,7 @@ from rich.table import Table
 
 from cli.context import STORE_HELP, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
-from protocol.chain.ids import decode_submission_id, parse_submission_id
+from protocol.chain.ids import decode_submission_id, parse_submission_id, submission_text
 from protocol.errors import ConfigError
 from protocol.values import format_tokens
 
@@ -114,7 +114,7 @@ def _submissions_table(title: str, submissions: list[Any], decimals: int, symbol
         rerun = "-" if s.rerun is None else ("valid" if s.rerun.valid else f"invalid: {s.rerun.failed_check}")
         votes = " ".join(("✔" if v.valid else "✘") for v in s.votes) or "-"
         table.add_row(
-            hex(s.submission),
+            submission_text(s.submission),
             s.trainer,
             "yes" if s.sampled else "no",
             votes,
@@ -271,7 +271,7 @@ def submission(
     value = parse_submission_id(submission_id)
     with (
         _auditor(ctx, store, index, confirmations, device, rerun) as auditor,
-        stderr.status(f"auditing submission {hex(value)}", spinner="dots"),
+        stderr.status(f"auditing submission {submission_text(value)}", spinner="dots"),
     ):
         audit = auditor.submission(value)
     if json_output:
@@ -281,7 +281,11 @@ def submission(
 
 
 def _print_submission(audit: Any, crucible: Any) -> None:
-    stdout.print(_submissions_table(f"Submission {hex(audit.submission)}", [audit], crucible.decimals, crucible.symbol))
+    stdout.print(
+        _submissions_table(
+            f"Submission {submission_text(audit.submission)}", [audit], crucible.decimals, crucible.symbol
+        )
+    )
     if audit.votes:
         votes = Table(title="Votes", title_justify="left")
         for column in ("validator", "for", "vote", "evidence", "evidence says"):
@@ -348,14 +352,14 @@ def dispute(
     cli = context(ctx)
     signer = cli.signer(account)
     with _auditor(ctx, store, index, 0, device, True) as auditor:
-        with stderr.status(f"re-running submission {hex(value)}", spinner="dots"):
+        with stderr.status(f"re-running submission {submission_text(value)}", spinner="dots"):
             audit = auditor.submission(value)
         verdict = audit.rerun
         if verdict is None:
             raise ConfigError(f"nothing sent: {'; '.join(audit.notes) or 'the re-run did not run'}")
         if verdict.valid != audit.rejected:
             raise ConfigError(
-                f"nothing to dispute: the re-run finds submission {hex(value)} "
+                f"nothing to dispute: the re-run finds submission {submission_text(value)} "
                 f"{'valid' if verdict.valid else 'invalid'} and the chain's outcome is {audit.outcome}"
             )
         if audit.rejected and audit.canary and signer.address == trainer:
@@ -367,7 +371,7 @@ def dispute(
         crucible = auditor.crucible
         state = crucible.submission(value)
         if state.disputed:
-            raise ConfigError(f"submission {hex(value)} is already disputed")
+            raise ConfigError(f"submission {submission_text(value)} is already disputed")
         crucible.require_committee(value)
         round_index = audit.round_index
         deadlines = crucible.deadlines(task_id, round_index)
@@ -383,14 +387,14 @@ def dispute(
         evidence_cid = auditor.store.put(evidence_bytes(claim_evidence))
         failed = f"{verdict.failed_check}: {verdict.results[-1].reason}" if not verdict.valid else "every check passed"
         stderr.print(
-            f"Dispute submission {hex(value)} ({audit.outcome} on chain; re-run: {failed}).\n"
+            f"Dispute submission {submission_text(value)} ({audit.outcome} on chain; re-run: {failed}).\n"
             f"Evidence {evidence_cid}. Bond {format_tokens(bond, crucible.decimals, crucible.symbol)} "
             f"from {signer.address}, returned only if the committee upholds the dispute."
         )
         confirm_or_abort("Send the dispute?", yes)
         receipt = crucible.dispute(signer, value, claim_valid=audit.rejected)
     document = {
-        "submission": str(value),
+        "submission": submission_text(value),
         "disputer": signer.address,
         "claim_valid": audit.rejected,
         "bond_wei": str(bond),

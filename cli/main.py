@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import typer
+from typer._click.exceptions import MissingParameter, NoSuchOption  # not re-exported by typer (pinned in pyproject)
 from typer.core import TyperArgument, TyperOption
 
 from cli import account, artifacts, audit, devnet, env, explorer, model, node, stake, task, validator
@@ -144,6 +146,7 @@ def demo(
 # PATH; "..." when repeatable), an argument its name in capitals. Typer 0.29 prints `<bool>`,
 # `<list[str]>` and `{name}` instead, from three methods of its parameter classes, replaced here
 # (the version is pinned in pyproject.toml; tests/integration/test_cli.py checks the help text).
+NEGATIVE = re.compile(r"-[0-9][0-9.eE+-]*")
 _KINDS = {int: "INTEGER", float: "NUMBER", bool: "BOOLEAN", Path: "PATH"}
 
 
@@ -182,6 +185,20 @@ def run() -> None:
         sys.exit(1)
     except typer.Abort:
         stderr.print("aborted: nothing was sent")
+        sys.exit(1)
+    except typer.BadParameter as error:
+        if isinstance(error, MissingParameter):  # a missing value is a usage error: Click's text and exit 2
+            error.show()
+            sys.exit(2)
+        # A value given but wrong (`task show abc`) is bad input: one line, exit 1.
+        stderr.print(f"error: {error.format_message()[0].lower()}{error.format_message()[1:]}", markup=False)
+        sys.exit(1)
+    except NoSuchOption as error:
+        if not NEGATIVE.fullmatch(error.option_name):
+            error.show()
+            sys.exit(2)
+        # Every number a command takes as an argument (amounts, ids) is non-negative; Click reads `-1` as an option.
+        stderr.print(f"error: {error.option_name} is negative: amounts and ids are 0 or more", markup=False)
         sys.exit(1)
     except typer.TyperException as error:
         # Usage errors (typer vendors click, so its exceptions are typer's own).

@@ -12,7 +12,7 @@ from cli.context import STORE_HELP, CliContext, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
 from cli.task_checks import OPTION_OF, check_served, env_cid_of, fraction
 from protocol.chain.client import Crucible
-from protocol.chain.ids import decode_submission_id
+from protocol.chain.ids import checkpoint_digests, decode_submission_id, submission_text
 from protocol.chain.params import (
     BPS,
     DEFAULT_COLLUDING_SHARE_PPM,
@@ -26,7 +26,7 @@ from protocol.chain.params import (
     max_round_fee,
     max_submission_reward,
 )
-from protocol.errors import ConfigError
+from protocol.errors import ConfigError, first_problem
 from protocol.values import checked_cid, format_tokens
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, show, finalise and refund tasks.")
@@ -64,7 +64,11 @@ def default_dispute_bond(
 def create(
     ctx: typer.Context,
     model: str = typer.Option(..., "--model", help="CID of the initial checkpoint manifest."),
-    env: str = typer.Option(..., "--env", help="CID of the environment spec, or a JSON file (its CID is computed)."),
+    env: str = typer.Option(
+        ...,
+        "--env",
+        help="An environment name (its default spec, as `crucible env spec NAME`), a spec file, or a spec CID.",
+    ),
     bounty: str = typer.Option(..., "--bounty", help="Bounty in whole tokens, escrowed now."),
     rounds: int = typer.Option(..., "--rounds", help="Number of rounds."),
     sample_rate: float = typer.Option(0.5, "--sample-rate", help="Probability a submission is checked, in (0, 1]."),
@@ -195,9 +199,9 @@ def create(
             canary_rate_ppm=canary_ppm,
         )
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        message = str(first["msg"]).removeprefix("Value error, ")
+        field, message, bound = first_problem(error)
+        if field.endswith("_wei") and isinstance(bound, int):  # a limit of a token amount, in tokens as typed
+            message = message.replace(str(bound), format_tokens(bound, decimals, crucible.symbol))
         where = f"{OPTION_OF.get(field, field)}: " if field else ""
         raise ConfigError(f"task parameters refused: {where}{message}") from None
     ratio = params.deterrence
@@ -280,6 +284,9 @@ def list_(ctx: typer.Context, json_output: bool = JSON) -> None:
 def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
     """Returns a task with its rounds and submissions as plain data (amounts exact, as strings, in `*_wei`)."""
     task = crucible.task(task_id)
+    model_cid, env_cid = crucible.task_cids(task_id)
+    agreed = crucible.events("TaskMarket", "CheckpointAgreed", taskId=task_id)
+    cid_of = checkpoint_digests(model_cid, [str(e["checkpointCid"]) for e in agreed])
 
     rounds = []
     for index in range(task.open_round + 1):
@@ -291,7 +298,7 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
             sub = crucible.submission(sid)
             submissions.append(
                 {
-                    "submission_id": str(sid),
+                    "submission_id": submission_text(sid),
                     "trainer": decode_submission_id(sid)[2],
                     "rollout_cid": event["rolloutCid"],
                     "update_cid": event["updateCid"],
@@ -317,7 +324,9 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
                 "work_seed": state.work_seed,
                 "check_seed": state.check_seed,
                 "checkpoint": state.checkpoint,
+                "checkpoint_cid": cid_of.get(state.checkpoint),
                 "agreed_next": state.agreed_next,
+                "agreed_next_cid": cid_of.get(state.agreed_next),
                 "finalised": state.finalised,
                 "unverified": state.unverified,
                 "seat_stake_wei": str(state.seat_stake),
@@ -327,13 +336,16 @@ def task_document(crucible: Crucible, task_id: int) -> dict[str, Any]:
                 "submissions": submissions,
             }
         )
-    model_cid, env_cid = crucible.task_cids(task_id)
     members = crucible.members_of(task_id)
+    latest = max(agreed, key=lambda e: (int(e["round"]), int(e["blockNumber"])), default=None)
     return {
         "task_id": task_id,
         "creator": task.creator,
         "model_cid": model_cid,
         "env_cid": env_cid,
+        # The newest agreed checkpoint (the trained model once the task ended), as `model eval` takes it.
+        "checkpoint_cid": str(latest["checkpointCid"]) if latest else model_cid,
+        "checkpoint_round": int(latest["round"]) if latest else None,
         "decimals": crucible.decimals,
         "symbol": crucible.symbol,
         "bounty_wei": str(task.bounty),
@@ -423,6 +435,9 @@ def show(ctx: typer.Context, task_id: int = typer.Argument(..., help="Task id.")
     )
     # Whole, on lines of their own, so that they can be copied (a table would fold them).
     stdout.print(f"model        {document['model_cid']}\nenvironment  {document['env_cid']}")
+    if document["checkpoint_round"] is not None:
+        trained = "trained     " if document["ended"] else "checkpoint  "
+        stdout.print(f"{trained} {document['checkpoint_cid']} (agreed in round {document['checkpoint_round']})")
     for round_doc in document["round_details"]:
         table = Table(
             "trainer",

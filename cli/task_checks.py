@@ -9,7 +9,7 @@ from pathlib import Path
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.store import keep_local_copy
 from protocol.errors import ConfigError
-from protocol.values import checked_cid
+from protocol.values import is_cid
 
 # The option a person typed for each TaskParams field, so that a refusal names it.
 OPTION_OF = {
@@ -42,19 +42,23 @@ def fraction(value: float, name: str, scale: int, allow_zero: bool = True) -> in
 
 
 def env_cid_of(env: str) -> str:
-    """The CID of `--env`: a spec file's (checked, and kept in the local store) or a CID as given."""
+    """The CID of `--env`: a spec file's (checked), an environment name's default spec (as `env spec NAME`
+    prints it), or a CID as given. A spec made here is kept in the local store."""
+    from protocol.ml.envs.spec import default_spec, parse_spec
+
     path = Path(env)
     if path.exists():
-        from protocol.ml.envs.spec import parse_spec
-
         data = path.read_bytes()
         parse_spec(data, str(path))
-        cid = cid_of_bytes(data)
-        keep_local_copy(data, cid)
-        return cid
-    if env.endswith(".json") or "/" in env:
+    elif env.endswith(".json"):
         raise ConfigError(f"no such environment spec file: {env}")
-    return checked_cid(env, "environment CID")
+    elif is_cid(env):
+        return env
+    else:
+        data = default_spec(env).canonical_bytes()  # an unknown name: one line naming the choices
+    cid = cid_of_bytes(data)
+    keep_local_copy(data, cid)
+    return cid
 
 
 def check_served(model_cid: str, env_cid: str, store_text: str | None) -> None:

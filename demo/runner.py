@@ -38,7 +38,7 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import DEVNET_UNBONDING_S, deploy
-from protocol.chain.ids import decode_submission_id
+from protocol.chain.ids import decode_submission_id, submission_text
 from protocol.chain.params import PPM, demo_task_params
 from protocol.config import crucible_home, devnet_settings
 from protocol.errors import CrucibleError
@@ -303,7 +303,7 @@ class Demo:
                     for e in prizes if e.tx in settled]  # fmt: skip
             votes = index.events("Attested", submission=submission)
             found.append({
-                "submission": str(submission), "round": round_index, "trainer": names.get(trainer, trainer),
+                "submission": submission_text(submission), "round": round_index, "trainer": names.get(trainer, trainer),
                 "voted_valid": [names.get(e.args["validator"], e.args["validator"]) for e in votes if e.args["valid"]],
                 "voted_invalid": [names.get(e.args["validator"], e.args["validator"]) for e in votes
                                   if not e.args["valid"]],

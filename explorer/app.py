@@ -37,8 +37,8 @@ def templates() -> Environment:
     """The Jinja environment of the explorer and the audit's HTML report."""
     environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     environment.filters["short"] = lambda text: text if len(str(text)) <= 18 else f"{str(text)[:10]}…{str(text)[-6:]}"
-    # Submission ids as people read them everywhere (0x-hex; links and /api keep the decimal string).
-    environment.filters["sid"] = lambda value: submission_text(int(value))
+    # Submission ids as people read them everywhere: 0x-hex (documents carry it; evidence keeps decimal).
+    environment.filters["sid"] = lambda value: submission_text(int(str(value), 0))
     environment.filters["pct"] = lambda value: "-" if value is None else f"{100 * value:.1f}%"
     environment.globals["line_chart"] = line_chart
     return environment
@@ -109,6 +109,7 @@ def create_app(
     )
     lock = threading.Lock()  # one SQLite connection serves the pages, one request at a time
     environment = templates()
+    environment.globals["ipfs"] = views.artifact_url  # a CID's bytes, checked against it by whoever fetches
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

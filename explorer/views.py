@@ -10,7 +10,10 @@ import math
 from typing import Any
 
 from auditor.audit import Auditor
+from auditor.index import ACCOUNT_FIELDS
 from auditor.money import CREDIT_KINDS, MoneyCheck, money_check
+from protocol.accounts import list_accounts
+from protocol.chain.client import Role
 from protocol.chain.ids import decode_submission_id, parse_submission_id, submission_text
 from protocol.chain.params import TaskParams
 from protocol.errors import ConfigError, CrucibleError
@@ -60,6 +63,17 @@ def paginate(items: list[Any], page: int) -> dict[str, Any]:
     return {"page": page, "pages": pages, "items": items[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]}
 
 
+# Event arguments in base units of the token (TaskCreated's params included), shown in tokens.
+AMOUNT_ARGS = frozenset({
+    "amount", "bond", "reward", "slashed", "staked", "stake", "from", "trainerBudget", "feeBudget",
+    "bounty", "slashAmount", "validatorSlash", "minTrainerStake", "minValidatorStake", "disputeBond",
+})  # fmt: skip
+# Shares in the contract's units, shown as percentages.
+SHARE_ARGS = {"sampleRatePpm": 1_000_000, "colludingSharePpm": 1_000_000, "canaryRatePpm": 1_000_000,
+              "validatorFeeBps": 10_000, "finderShareBps": 10_000}  # fmt: skip
+ADDRESS_ARGS = frozenset(ACCOUNT_FIELDS)
+
+
 class Views:
     """The explorer's pages over an auditor that does not re-run checks (pages must be fast)."""
 
@@ -68,6 +82,46 @@ class Views:
         self.index = auditor.index
         self.crucible = auditor.crucible
         self.relay_url = (relay_url or "").rstrip("/")
+        # The account names this machine knows (devN, keystores): shown beside addresses, searchable.
+        self.names = {account.address: account.name for account in list_accounts()}
+
+    def shown(self, event: dict[str, Any]) -> dict[str, Any]:
+        """An event as JSON (`args` exact) with `shown`: each argument as people read it — amounts in tokens,
+        enums by name, submission ids in hex, addresses by name — and the page it links to, if any."""
+        fields = []
+        for key, value in event["args"].items():
+            if isinstance(value, dict):  # a struct: TaskCreated's params
+                text = ", ".join(self._arg_text(name, item)[0] for name, item in value.items())
+                fields.append({"name": key, "text": text, "href": None})
+                continue
+            text, href = self._arg_text(key, value, event["event"])
+            fields.append({"name": key, "text": text, "href": href})
+        return event | {"shown": fields}
+
+    def _arg_text(self, key: str, value: Any, event: str = "") -> tuple[str, str | None]:
+        """(text, link) of one event argument."""
+        if isinstance(value, bool):
+            return f"{key} {'yes' if value else 'no'}", None
+        if key in AMOUNT_ARGS:
+            return f"{key} {self.tokens(int(value))}", None
+        if key in SHARE_ARGS:
+            return f"{key.removesuffix('Ppm').removesuffix('Bps')} {100 * int(value) / SHARE_ARGS[key]:g} %", None
+        if key == "role":
+            return f"role {Role(int(value)).name.lower()}", None
+        if key == "kind" and event == "Credited":
+            return f"kind {CREDIT_KINDS[int(value)].replace('_', ' ')}", None
+        if key in ("submissionId", "submission"):
+            text = submission_text(int(value))
+            return f"submission {text}", f"/submissions/{text}"
+        if key == "taskId":
+            return f"task {value}", f"/tasks/{value}"
+        if key in ADDRESS_ARGS and isinstance(value, str):
+            return f"{key} {self.names.get(value, value)}", f"/accounts/{value}"
+        if key == "evidenceCid":
+            return f"evidence {value}", f"/evidence/{value}"
+        if key.endswith("Cid") and value:
+            return f"{key.removesuffix('Cid')} {value}", f"/search?q={value}"
+        return f"{key} {value}", None
 
     def tokens(self, wei: int) -> str:
         return format_tokens(wei, self.crucible.decimals, self.crucible.symbol)
@@ -208,7 +262,7 @@ class Views:
             "rollouts": self.artifact_url(document["rollout_cid"]),
             "update": self.artifact_url(document["update_cid"]),
         }
-        document["history"] = [e.as_json() for e in self.index.events(submission=submission)]
+        document["history"] = [self.shown(e.as_json()) for e in self.index.events(submission=submission)]
         return document
 
     def evidence(self, cid: str) -> dict[str, Any]:
@@ -243,8 +297,9 @@ class Views:
             "credited_wei": {kind: str(amount) for kind, amount in credits.items()},
             "credited_shown": {kind: self.tokens(amount) for kind, amount in credits.items()},
             **self.amount("slashed", slashed),
-            "submissions": [str(s) for s in submissions],
-            "history": paginate([e.as_json() for e in events], page),
+            "submissions": [submission_text(s) for s in submissions],
+            "name": self.names.get(address),
+            "history": paginate([self.shown(e.as_json()) for e in events], page),
         }
 
     def validators(self) -> dict[str, Any]:
@@ -275,7 +330,7 @@ class Views:
         return {"validators": rows}
 
     def events(self, page: int) -> dict[str, Any]:
-        events = [e.as_json() for e in reversed(self.index.events())]
+        events = [self.shown(e.as_json()) for e in reversed(self.index.events())]
         return {"events": paginate(events, page), "indexed_block": self.index.last_block}
 
     def search(self, query: str) -> str:
@@ -285,10 +340,13 @@ class Views:
             return f"/tasks/{int(text)}"
         if text.startswith("0x") and len(text) == 42:
             return f"/accounts/{parse_address(text)}"
+        named = next((address for address, name in self.names.items() if name == text), None)
+        if named is not None:
+            return f"/accounts/{named}"
         if text.isdigit() or text.startswith("0x"):
             submission = parse_submission(text)
             decode_submission_id(submission)
-            return f"/submissions/{submission}"
+            return f"/submissions/{submission_text(submission)}"
         return self._page_of_cid(parse_cid(text))
 
     def _page_of_cid(self, cid: str) -> str:

@@ -109,7 +109,7 @@ class TrainerNode(Participant):
             if self.journal.get(round_index) is None:  # the journal lost: the chain says what was sent
                 self.journal.record(round_index, _sent(event, "", "found on chain"))
         if open_own:
-            self.reporter.event("resuming", submissions=[str(e["submissionId"]) for e in open_own])
+            self.reporter.event("resuming", submissions=[int(e["submissionId"]) for e in open_own])
         return self.task_spec()
 
     def _check_canary(self) -> None:
@@ -373,7 +373,7 @@ class TrainerNode(Participant):
         self.reporter.event(
             "submitted",
             round=round_index,
-            submission=str(submission_id(task_id, round_index, self.address)),
+            submission=submission_id(task_id, round_index, self.address),
             rollout_cid=choice.rollout_cid,
             update_cid=choice.update_cid,
             work_units=choice.work_units,
@@ -407,7 +407,7 @@ class TrainerNode(Participant):
             self.crucible.reveal_canary(
                 canary.creator, submission, canary.salt(self.crucible.market.address, submission)
             )
-            self.reporter.event("canary_revealed", round=round_index, submission=str(submission))
+            self.reporter.event("canary_revealed", round=round_index, submission=submission)
 
     def _skip(self, round_index: int, reason: str) -> None:
         self.journal.record(round_index, RoundRecord("skipped", reason=reason))
@@ -440,7 +440,7 @@ class TrainerNode(Participant):
             return
         with self.racing("dispute", round=round_index):
             self.crucible.dispute(self.signer, submission, claim_valid=True)
-            self.reporter.event("disputed", round=round_index, submission=str(submission))
+            self.reporter.event("disputed", round=round_index, submission=submission)
 
     def _settle_and_claim(self) -> None:
         task_id = self.options.task_id

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class CrucibleError(Exception):
     """Anything Crucible reports to a user as a single line."""
@@ -60,3 +65,13 @@ class SourcesUnreachable(OwnFault):
 
 class VerificationError(CrucibleError):
     """A verification check could not be run."""
+
+
+def first_problem(error: ValidationError) -> tuple[str, str, Any]:
+    """The first problem pydantic found in a document: where (a dotted path, "" at the top), what (without
+    pydantic's "Value error, " prefix) and the bound it broke (`le`, `ge`…; None when there is none)."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    bound = next(iter(first.get("ctx", {}).values()), None)
+    return where, message, bound

@@ -251,10 +251,10 @@ class Validator(Participant):
                 if judged is None:
                     continue
                 valid, evidence_cid = judged
-                with self.racing("attest", submission=str(submission)):
+                with self.racing("attest", submission=submission):
                     self.crucible.attest(self.signer, submission, valid, evidence_cid)
                     self.summary.attested[str(submission)] = valid
-                    self.reporter.event("attested", round=round_index, submission=str(submission), valid=valid,
+                    self.reporter.event("attested", round=round_index, submission=submission, valid=valid,
                                         evidence_cid=evidence_cid)  # fmt: skip
 
     def _verdict_in_time(
@@ -267,7 +267,7 @@ class Validator(Participant):
         except OwnFault as error:
             self._own_fault(submission, error, deadline)
             return None
-        if not self.lands_before(deadline, purpose, submission=str(submission)):
+        if not self.lands_before(deadline, purpose, submission=submission):
             self._abstain(submission, f"the {purpose} window closes before the next block")
             return None
         return judged
@@ -286,12 +286,12 @@ class Validator(Participant):
             self._abstain(submission, f"could not verify: {error}")
             return
         self._retries[submission] = _Retry(pause, time.monotonic() + pause)
-        self.reporter.event("verify_deferred", submission=str(submission), reason=str(error), retry_in_s=pause)
+        self.reporter.event("verify_deferred", submission=submission, reason=str(error), retry_in_s=pause)
 
     def _abstain(self, submission: int, reason: str) -> None:
         self.summary.abstained[str(submission)] = reason
         self._retries.pop(submission, None)
-        self.reporter.event("abstained", submission=str(submission), reason=reason)
+        self.reporter.event("abstained", submission=submission, reason=reason)
 
     def _submission_id(self, event: dict[str, Any]) -> int:
         return submission_id(self.options.task_id, int(event["round"]), str(event["trainer"]))
@@ -304,7 +304,7 @@ class Validator(Participant):
         known = self.journal.get(submission)
         if known is not None:
             return bool(known["valid"]), str(known["evidence_cid"])
-        self.reporter.event("checking", submission=str(submission), purpose=purpose)
+        self.reporter.event("checking", submission=submission, purpose=purpose)
         claim = self._claim_of(event)
         unchecked = self.options.adversary.verdict() if self.options.adversary else None
         verdict = unchecked if unchecked is not None else self._verify(claim, spec)
@@ -313,7 +313,7 @@ class Validator(Participant):
         self.journal.record(submission, verdict.valid, evidence_cid, verdict.failed_check)
         self.reporter.event(
             "checked",
-            submission=str(submission),
+            submission=submission,
             valid=verdict.valid,
             failed_check=verdict.failed_check,
             seconds={r.check: round(r.seconds, 3) for r in verdict.results},
@@ -350,16 +350,16 @@ class Validator(Participant):
                 try:
                     self.crucible.require_committee(submission)
                 except ConfigError as refusal:
-                    self.reporter.event("cannot_dispute", submission=str(submission), reason=str(refusal))
+                    self.reporter.event("cannot_dispute", submission=submission, reason=str(refusal))
                     continue
                 challenge = self.crucible.deadlines(task_id, round_index).challenge
-                if not self.lands_before(challenge, "dispute", submission=str(submission)):
+                if not self.lands_before(challenge, "dispute", submission=submission):
                     continue
-                with self.racing("dispute", submission=str(submission)):
+                with self.racing("dispute", submission=submission):
                     # Invalid against an acceptance; valid against a false canary (what this validator saw).
                     self.crucible.dispute(self.signer, submission, claim_valid=state.rejected)
                     self.summary.disputed.append(str(submission))
-                    self.reporter.event("disputed", round=round_index, submission=str(submission))
+                    self.reporter.event("disputed", round=round_index, submission=submission)
 
     def _should_dispute(self, round_index: int, submission: int, state: SubmissionState) -> bool:
         """An acceptance this validator attested invalid (outvoted, or no majority) is disputed; so is a revealed
@@ -386,12 +386,12 @@ class Validator(Participant):
         if dispute.seed == bytes(32):
             # Fix the committee's seed from its block's prevrandao, or move a block whose hash is gone: no
             # dispute is left without a committee by neglect.
-            with self.racing("fix_dispute_seed", submission=str(submission)):
+            with self.racing("fix_dispute_seed", submission=submission):
                 if self.crucible.fix_dispute_seed(self.signer, submission) is not None:
                     moved = self.crucible.dispute_state(submission)
                     self.reporter.event(
                         "dispute_seed_fixed" if moved.seed != bytes(32) else "dispute_block_moved",
-                        submission=str(submission),
+                        submission=submission,
                         block=moved.seed_block,
                     )
         committee = self.crucible.dispute_committee(submission)
@@ -408,20 +408,20 @@ class Validator(Participant):
         # One vote per member, however many of the committee's positions it holds; a dispute without a seed
         # resolves at its deadline too (not upheld: its bond goes to the task).
         if (committee and voted == len(set(committee))) or now >= dispute.deadline:
-            with self.racing("resolve_dispute", submission=str(submission)):
+            with self.racing("resolve_dispute", submission=submission):
                 self.crucible.resolve_dispute(self.signer, submission)
                 resolved = self.crucible.dispute_state(submission)
-                self.reporter.event("dispute_resolved", submission=str(submission), upheld=resolved.upheld)
+                self.reporter.event("dispute_resolved", submission=submission, upheld=resolved.upheld)
 
     def _vote_dispute(self, submission: int, event: dict[str, Any], spec: EnvSpec, deadline: int) -> None:
         judged = self._verdict_in_time(submission, event, spec, "dispute", deadline)
         if judged is None:
             return
         valid, evidence_cid = judged
-        with self.racing("vote_dispute", submission=str(submission)):
+        with self.racing("vote_dispute", submission=submission):
             self.crucible.vote_dispute(self.signer, submission, valid, evidence_cid)
             self.summary.dispute_votes[str(submission)] = valid
-            self.reporter.event("dispute_voted", submission=str(submission), valid=valid, evidence_cid=evidence_cid)
+            self.reporter.event("dispute_voted", submission=submission, valid=valid, evidence_cid=evidence_cid)
 
     # ------------------------------------------------------------ aggregation
 
@@ -464,7 +464,7 @@ class Validator(Participant):
         # disputable).
         updates, unavailable = load_included_updates(included, self.store, self.options.device)
         for submission, _, error in unavailable:
-            self.reporter.event("update_unavailable", submission=str(submission), reason=str(error))
+            self.reporter.event("update_unavailable", submission=submission, reason=str(error))
         return publish_next_checkpoint(loaded, updates, spec.training, self.store)
 
     # ------------------------------------------------------------ getting paid

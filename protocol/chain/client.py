@@ -225,7 +225,16 @@ class Crucible:
     # ------------------------------------------------------------ stake
 
     def stake(self, signer: Signer, amount_wei: int, role: Role) -> TxReceipt:
-        """Stakes `amount_wei` for `role`, approving the stake manager first when needed."""
+        """Stakes `amount_wei` for `role`, approving the stake manager first when needed. What the stake
+        manager would refuse is refused here first, before the approval is sent and paid for."""
+        if amount_wei <= 0:
+            raise ConfigError("stake amount must be more than zero")
+        current = self.stake_account(signer.address)
+        if current.role not in (Role.NONE, role) and (current.staked or current.unbonding):
+            raise ConfigError(
+                f"{signer.address} is staked as a {current.role.name.lower()}: an address holds one role, so "
+                f"stake as a {role.name.lower()} from another account (or unstake and withdraw first)"
+            )
         self.require_balance(signer.address, amount_wei, "stake")
         self.ensure_allowance(signer, self.stakes.address, amount_wei)
         return self.chain.transact(self.stakes.functions.stake(amount_wei, int(role)), signer)

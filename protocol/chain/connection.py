@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from eth_utils import keccak
@@ -32,7 +33,7 @@ from web3.types import TxReceipt
 
 from protocol.accounts import Signer
 from protocol.chain.contracts import artifact, decode_revert
-from protocol.errors import ChainError, ContractRevert, OutOfGas, RpcUnreachable, TransactionError
+from protocol.errors import ChainError, ConfigError, ContractRevert, OutOfGas, RpcUnreachable, TransactionError
 
 GAS_MARGIN = 1.25
 # Added to every estimate: a rival's transaction landing first in the same block can put this one on a
@@ -105,6 +106,15 @@ def _rpc_message(error: Web3RPCError) -> str:
     return str(message or error)
 
 
+def check_rpc_url(rpc_url: str) -> None:
+    """An HTTP(S) URL with a host, or a ConfigError naming what is wrong with it."""
+    parts = urlsplit(rpc_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"bad RPC URL {rpc_url!r}: give an http:// or https:// URL with a host, like http://127.0.0.1:8545"
+        )
+
+
 class Chain:
     """A web3 connection with a nonce-managed sender, retries and decoded reverts."""
 
@@ -118,6 +128,7 @@ class Chain:
         retries: int = 5,
         backoff_s: float = 0.25,
     ) -> None:
+        check_rpc_url(rpc_url)
         self.rpc_url = rpc_url
         self.confirmations = confirmations
         self.receipt_timeout_s = receipt_timeout_s

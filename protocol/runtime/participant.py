@@ -22,29 +22,29 @@ from protocol.values import format_tokens, from_wei
 MAX_OUTAGE_BACKOFF_S = 10.0
 # Red-team modes run here only, unless forced.
 DEVNET_CHAIN_ID = 31337
-# Reverts that mean another participant already took a permissionless step, or a window just
-# closed: nothing to do.
+# The reverts that mean another sender (or the clock) got there first, each with what it means for the sender:
+# one `raced` line and the loop carries on.
 RACED_REVERTS = {
-    "MarketOutsideWindow",
-    "MarketNotCanary",  # a canary disputed (or revealed) before its reveal landed
-    "MarketCanaryRate",  # another canary of the round revealed first
-    "MarketOutcomeChanged",  # a dispute sent against an outcome a vote or a reveal changed meanwhile
-    "MarketWrongEpoch",  # a proposal computed before a dispute or a reveal changed the included set
-    "MarketRoundFinalised",
-    "MarketOpenDisputes",
-    "MarketAlreadySettled",
-    "MarketDisputeNotOpen",
-    "MarketDisputeVotingOpen",
-    "MarketAlreadyProposed",
-    "MarketAlreadyVoted",
-    "MarketAlreadyDisputed",
-    "MarketNoCommittee",
-    "MarketWrongRound",
-    "MarketTaskEnded",
-    "MarketNothingToClaim",
-    "MarketStalenessBound",
+    "MarketOutsideWindow": "its window closed (or had not opened) when it landed",
+    "MarketNotCanary": "a canary disputed (or revealed) before its reveal landed",
+    "MarketCanaryRate": "another canary of the round was revealed first",
+    "MarketOutcomeChanged": "a vote or a reveal changed the outcome it was sent against",
+    "MarketWrongEpoch": "a dispute or a reveal changed the included set it was computed on",
+    "MarketRoundFinalised": "someone finalised the round first",
+    "MarketOpenDisputes": "a dispute of the round is still open",
+    "MarketAlreadySettled": "someone settled it first",
+    "MarketDisputeNotOpen": "the dispute was already resolved",
+    "MarketDisputeVotingOpen": "the dispute's vote is still open",
+    "MarketAlreadyProposed": "its proposal was already counted",
+    "MarketAlreadyVoted": "its vote was already counted",
+    "MarketAlreadyDisputed": "someone disputed it first",
+    "MarketNoCommittee": "no committee can judge a dispute now",
+    "MarketWrongRound": "the round moved on",
+    "MarketTaskEnded": "the task ended first",
+    "MarketNothingToClaim": "nothing was left to claim",
+    "MarketStalenessBound": "the round is too far ahead of the last final one",
     # The seed block's header was read, then the chain reorganised under it (its hash changed): read again.
-    "MarketWrongHeader",
+    "MarketWrongHeader": "the chain reorganised under the block it read",
 }
 
 Strategy = TypeVar("Strategy")
@@ -138,7 +138,9 @@ class Participant:
         except ContractRevert as error:
             if error.name not in RACED_REVERTS:
                 raise
-            self.reporter.event("raced", step=step, revert=error.name, **fields)
+            self.reporter.event(
+                "raced", step=step, revert=error.name, **fields, note=f"{RACED_REVERTS[error.name]}; nothing lost"
+            )
 
     def lands_before(self, deadline: int, step: str, **fields: Any) -> bool:
         """Whether a transaction sent now can be mined before `deadline` (its window's end, exclusive);
@@ -193,7 +195,7 @@ class Participant:
     def settle(self, submission: int) -> None:
         """Settles a submission of a finalised round unless it is settled (or another settles it first)."""
         if not self.crucible.submission(submission).settled:
-            with self.racing("settle", submission=str(submission)):
+            with self.racing("settle", submission=submission):
                 self.crucible.settle(self.signer, submission)
 
     def claim_credits(self) -> int:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from protocol.chain.ids import submission_text
@@ -32,26 +33,29 @@ class Reporter:
 
     def event(self, name: str, **fields: Any) -> None:
         """Reports one event; fields must be JSON values (bytes are written as 0x-hex)."""
-        clean = {key: "0x" + value.hex() if isinstance(value, bytes) else value for key, value in fields.items()}
+        clean = {key: _json_value(key, value) for key, value in fields.items()}
         if self.json_lines:
             sys.stdout.write(
                 json.dumps({"event": name, "role": self.role, "time": round(time.time(), 3)} | clean) + "\n"
             )
             sys.stdout.flush()
         else:
-            shown = (self._human(key, value) for key, value in clean.items() if value is not None)
-            details = " ".join(f"{key}={value}" for key, value in shown)
+            # A `note` is the line's plain words, last; beside one, `revert` (the contract's error name, kept in
+            # JSON for scripts) is left out: a race lost is not a failure and should not read like one.
+            note = clean.pop("note", None)
+            hidden = {"revert"} if note is not None else set()
+            shown = (self._human(key, value) for key, value in clean.items() if value is not None and key not in hidden)
+            details = " ".join(f"{key}={value}" for key, value in shown) + (f": {note}" if note is not None else "")
             self.console.print(
-                f"[dim]{time.strftime('%H:%M:%S')}[/dim] {self.role} {name} {details}", highlight=False, markup=True
+                f"[dim]{time.strftime('%H:%M:%S')}[/dim] {self.role} {name} {escape(details)}",
+                highlight=False,
+                markup=True,
             )
 
     def _human(self, key: str, value: Any) -> tuple[str, str]:
         """A field as a person reads it: amounts in tokens, yes/no, a few digits, no Python reprs."""
         if key.endswith("_wei") and self.token is not None and str(value).isdigit():
             return key.removesuffix("_wei"), format_tokens(int(value), *self.token)
-        if key in ("submission", "submissions"):  # one notation of submission ids: hex, as everywhere
-            ids = value if isinstance(value, list) else [value]
-            return key, ",".join(submission_text(int(item)) for item in ids if str(item).isdigit()) or _plain(value)
         return key, _plain(value)
 
     @contextmanager
@@ -66,6 +70,18 @@ class Reporter:
             yield lambda n: bar.advance(task, n)
 
 
+def _json_value(key: str, value: Any) -> Any:
+    """A field as JSON: bytes as 0x-hex, submission ids (given as numbers) in the one notation people and
+    scripts see everywhere, 0x-hex (`submission_text`)."""
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    if key == "submission" and isinstance(value, int):
+        return submission_text(value)
+    if key == "submissions" and isinstance(value, list):
+        return [submission_text(item) if isinstance(item, int) else item for item in value]
+    return value
+
+
 def _plain(value: Any) -> str:
     """A JSON value without Python's reprs: yes/no, floats to 4 significant digits, lists and objects
     spelled out."""
@@ -75,6 +91,6 @@ def _plain(value: Any) -> str:
         return f"{value:.4g}"
     if isinstance(value, dict):
         return "(" + ", ".join(f"{key} {_plain(item)}" for key, item in value.items()) + ")"
-    if isinstance(value, list | tuple):
-        return ",".join(_plain(item) for item in value) or "none"
+    if isinstance(value, list | tuple):  # in brackets: `rounds=[0]` is round 0, not a count of none
+        return "[" + ",".join(_plain(item) for item in value) + "]" if value else "none"
     return "-" if value is None else str(value)

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from protocol.artifacts.manifest import canonical_json
-from protocol.errors import ArtifactError, ConfigError
+from protocol.errors import ArtifactError, ConfigError, first_problem
 from protocol.ml.envs.spec import MAX_SAMPLES
 from protocol.ml.proofs import proofs_digest
 from protocol.values import checked_address, checked_cid
@@ -116,9 +116,7 @@ def parse_rollouts(data: bytes, source: str) -> RolloutFile:
             sample.proof_bytes()
     except (ValueError, ValidationError) as error:
         if isinstance(error, ValidationError):
-            first = error.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            message = str(first["msg"]).removeprefix("Value error, ")
+            where, message, _ = first_problem(error)
             reason = f"{where}: {message}" if where else message
         else:
             reason = str(error).splitlines()[0]

@@ -23,7 +23,8 @@ from protocol.accounts import Signer
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.chain.client import Crucible, Role
 from protocol.chain.deployment import Deployment
-from protocol.chain.ids import submission_id
+from protocol.chain.ids import parse_submission_id, submission_id, submission_text
+from protocol.config import devnet_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
@@ -82,7 +83,7 @@ def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balanc
     done = cli(crucible_home, rpc, book, "audit", "task", str(task_id), "--no-evaluate", "--json")
     assert done.returncode == 1, done.stderr  # findings against others: exit 1, the report on stdout
     audit = json.loads(done.stdout)
-    by_id = {int(s["submission"]): s for s in audit["rounds"][0]["submissions"]}
+    by_id = {parse_submission_id(s["submission"]): s for s in audit["rounds"][0]["submissions"]}
     assert by_id[ids["cheat-a"]]["rerun"]["failed_check"] == "rewards"
     assert by_id[ids["cheat-b"]]["rerun"]["failed_check"] == "rewards"
     assert by_id[ids["honest"]]["rerun"]["valid"] is True
@@ -210,6 +211,24 @@ def _http_checks(url: str, task_id: int, ids: dict[str, int], address: dict[str,
         assert found.status_code == 303 and found.headers["location"] == f"/tasks/{task_id}", (cid, found.text[:200])
     nowhere = client.get("/search", params={"q": cid_of_bytes(b"named by nothing")})
     assert nowhere.status_code == 404 and "names" in nowhere.text
+    # The history as people read it (on today's code it showed `role=1`, raw wei and a Python dict of params):
+    # amounts in tokens, enums by name, the creator by its account name, CIDs and ids as links.
+    pages = client.get("/api/events").json()["events"]["pages"]
+    events = [
+        e for n in range(1, pages + 1) for e in client.get("/api/events", params={"page": n}).json()["events"]["items"]
+    ]
+    texts = {e["event"]: " ".join(f["text"] for f in e["shown"]) for e in events}
+    assert "role validator" in texts["Staked"] and " CRU" in texts["Staked"], texts["Staked"]
+    created = texts["TaskCreated"]
+    assert "bounty " in created and "sampleRate 100 %" in created and "Ppm" not in created, created
+    assert "creator dev0" in texts["TaskCreated"] and "kind " in texts["Credited"], texts
+    page = client.get("/events").text
+    assert "role=" not in page and "{'" not in page and 'href="/accounts/' in page
+    assert any((f["href"] or "").startswith("/evidence/") for e in events for f in e["shown"]), "votes link evidence"
+    dev0 = devnet_settings().dev_addresses[0]
+    named = client.get("/search", params={"q": "dev0"})
+    assert named.status_code == 303 and named.headers["location"] == f"/accounts/{dev0}", named.text[:200]
+    assert "(dev0)" in client.get(named.headers["location"]).text
     validators = {row["validator"]: row for row in client.get("/api/validators").json()["validators"]}
     assert validators[address["lazy"]]["agreed"] < validators[address["lazy"]]["votes"]
     assert validators[address["lazy"]]["penalised"] == 1
@@ -256,7 +275,7 @@ def _browser_walk(url: str, task_id: int, ids: dict[str, int]) -> None:
         assert rows.count() == 4  # a header and three submissions
         assert page.locator("#submissions").inner_text().count("rejected") == 2
         screenshot(page, "explorer-3-round")
-        page.click(f"a[href='/submissions/{ids['cheat-b']}']")
+        page.click(f"a[href='/submissions/{submission_text(ids['cheat-b'])}']")
         assert page.locator("#outcome").inner_text().startswith("rejected")
         screenshot(page, "explorer-4-submission")
         page.click("a.evidence")

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from helpers.amounts import assert_amounts_in_wei
 
+from protocol.artifacts.cid import cid_of_bytes
 from protocol.chain import devnet
 from protocol.chain.connection import Chain
 from protocol.config import devnet_settings
+from protocol.ml.envs.spec import default_spec
 
 pytestmark = pytest.mark.integration
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
@@ -160,6 +162,11 @@ def test_stake_create_show_unstake(net: Devnet, tmp_path: Path) -> None:
     # What a person reads: the CIDs whole, one numbering of rounds, amounts with their symbol.
     assert MODEL_CID in human.stdout and "0 open (rounds 0 to 1)" in human.stdout and "100 CRU" in human.stdout
 
+    # An environment by name, as `model eval --env` takes it: its default spec, kept in the local store.
+    by_name = net.run(*create_task(env="arithmetic"), "--model", MODEL_CID, "--json")
+    assert by_name.code == 0, by_name.stderr
+    assert by_name.json()["env_cid"] == cid_of_bytes(default_spec("arithmetic").canonical_bytes())
+
     unstaked = net.run("stake", "unstake", "50", "--account", "dev5", "--yes", "--json").json()
     assert (unstaked["staked_wei"], unstaked["unbonding_wei"]) == (str(200 * 10**18), str(50 * 10**18))
     assert_one_line_error(net.run("stake", "withdraw", "--account", "dev5"), "nothing to withdraw yet")
@@ -177,6 +184,25 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
         net.run("stake", "deposit", "1", "--role", "miner", "--account", "dev1", "--yes"), "unknown role"
     )
     assert_one_line_error(net.run("stake", "show", "0x1234"), "malformed address")
+    # Each of these was a traceback or Click's usage text (exit 2) before; now one line and exit 1.
+    assert_one_line_error(crucible(net.home, "task", "list", rpc="not-a-url"), "bad RPC URL 'not-a-url'")
+    assert_one_line_error(
+        net.run("stake", "deposit", "1e40", "--role", "trainer", "--account", "dev1", "--yes"), "over the balance"
+    )
+    negative = net.run("stake", "deposit", "-1", "--role", "trainer", "--account", "dev1", "--yes")
+    assert_one_line_error(negative, "-1 is negative")
+    assert negative.code == 1
+    not_a_number = net.run("task", "show", "abc")
+    assert_one_line_error(not_a_number, "invalid value for 'task_id'")
+    assert not_a_number.code == 1
+    # A role the stake manager would refuse is refused before the approval is sent (it was mined and paid).
+    dev3 = devnet_settings().dev_addresses[3]
+    assert net.run("stake", "deposit", "10", "--role", "trainer", "--account", "dev3", "--yes").code == 0
+    nonce = Chain(net.rpc_url).w3.eth.get_transaction_count(dev3)
+    assert_one_line_error(
+        net.run("stake", "deposit", "10", "--role", "validator", "--account", "dev3", "--yes"), "staked as a trainer"
+    )
+    assert Chain(net.rpc_url).w3.eth.get_transaction_count(dev3) == nonce, "nothing was sent, not even the approval"
     create = create_task(env=MODEL_CID)
     assert_one_line_error(net.run(*create, "--model", "not-a-cid"), "malformed model CID")
     assert_one_line_error(
@@ -185,6 +211,11 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "5000000"), "over the balance")
     # A refused parameter is named by the option typed, not the internal field (bounty_wei).
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "0"), "task parameters refused: --bounty")
+    # A limit on a token amount is quoted in tokens, as the option is typed (it was 79228162514264337593543950335).
+    assert_one_line_error(
+        net.run(*create, "--model", MODEL_CID, "--bounty", "1e11"), "less than or equal to ≈79,228,162,514.2643 CRU"
+    )
+    assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--env", "no-such-env"), "unknown environment")
     # The creation limits (issue 17), named as typed, before anything is sent.
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--rounds", "1001"), "refused: --rounds")
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--submit-window", "4"), "refused: --submit-window")

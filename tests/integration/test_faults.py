@@ -28,7 +28,7 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import deploy
-from protocol.chain.ids import submission_id
+from protocol.chain.ids import submission_id, submission_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
@@ -196,7 +196,7 @@ def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_roun
 
     warp(crucible, crucible.deadlines(task_id, 0).submit)
     checker = roles.start("validator", *args, key=cast.validator_key)
-    roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
+    roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=submission_text(sid)), 300)
     roles.kill(checker)
     assert not crucible.events("TaskMarket", "Attested", submissionId=sid), "killed before it attested"
     roles.start("validator", *args, key=cast.validator_key)
@@ -239,7 +239,9 @@ def test_a_relay_killed_mid_download_and_one_serving_corrupted_bytes_cost_the_ho
 
         warp(crucible, crucible.deadlines(task_id, 0).submit)
         checker = roles.start("validator", *args, key=cast.validator_key, home=tmp_path / "validator-home")
-        roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
+        roles.wait_for(
+            "the validator at its check", lambda: checker.seen("checking", submission=submission_text(sid)), 300
+        )
         time.sleep(1.0)
         slow.kill()
         assert not checker.seen("checked"), "the relay died while the validator was still downloading"
@@ -283,7 +285,9 @@ def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
         sid = submission_id(task_id, 0, cast.trainer.address)
         warp(crucible, crucible.deadlines(task_id, 0).submit)
         checker = roles.start("validator", *args, key=cast.validator_key)
-        roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=str(sid)), 300)
+        roles.wait_for(
+            "the validator at its check", lambda: checker.seen("checking", submission=submission_text(sid)), 300
+        )
 
         height = crucible.chain.w3.eth.block_number
         anvil.send_signal(signal.SIGTERM)  # Anvil writes its state on the way out

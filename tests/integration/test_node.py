@@ -19,7 +19,7 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment
-from protocol.chain.ids import commitment
+from protocol.chain.ids import commitment, parse_submission_id
 from protocol.chain.params import demo_task_params
 from protocol.ml.envs.spec import EnvSpec, default_spec
 from protocol.ml.inference import prefill
@@ -176,7 +176,7 @@ def test_one_node_one_round_submits_work_whose_artifacts_verify(
         assert node.wait(timeout=30) == 0
         claimed = int(next(e for e in remaining if e["event"] == "claimed")["amount_wei"])
         assert claimed > 0 and crucible.balance_of(trainer.address) == balance_before + claimed
-        assert crucible.submission(int(submitted["submission"])).settled
+        assert crucible.submission(parse_submission_id(submitted["submission"])).settled
     finally:
         if node.poll() is None:
             node.kill()

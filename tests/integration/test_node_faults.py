@@ -20,6 +20,7 @@ from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import deploy
 from protocol.chain.devnet import foundry_binary, free_port, wait_for_rpc
+from protocol.chain.ids import submission_text
 from protocol.chain.params import demo_task_params
 from protocol.config import devnet_settings
 from protocol.ml.envs.spec import default_spec
@@ -208,7 +209,7 @@ def test_a_node_restarted_after_submitting_resumes_its_own_submission(
         node = NodeProcess(crucible_home, chain, book, *args, key=key)
         try:
             resumed = node.until("resuming")
-            assert resumed["submissions"] == [str(crucible.submissions(task_id, 0)[0]["submissionId"])]
+            assert resumed["submissions"] == [submission_text(crucible.submissions(task_id, 0)[0]["submissionId"])]
             if attempt == 1:
                 devnet.warp_to(chain, crucible.deadlines(task_id, 0).challenge)
                 node.until("settled", round=0)

@@ -23,7 +23,7 @@ from protocol.artifacts.manifest import parse_manifest
 from protocol.artifacts.store import LocalStore
 from protocol.chain import devnet
 from protocol.chain.client import Crucible
-from protocol.chain.ids import submission_id
+from protocol.chain.ids import submission_id, submission_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -141,9 +141,9 @@ def test_a_validator_cut_off_from_every_relay_abstains_and_slashes_nobody(
     deadlines = crucible.deadlines(task_id, 0)
     warp(crucible, deadlines.submit)
     checker = roles.start("validator", *cast.args("--store", dead), key=cast.validator_key, home=cut_off)
-    roles.wait_for("the check deferred", lambda: checker.seen("verify_deferred", submission=str(sid)), 300)
+    roles.wait_for("the check deferred", lambda: checker.seen("verify_deferred", submission=submission_text(sid)), 300)
     warp(crucible, deadlines.validate - 3)
-    roles.wait_for("the validator to abstain", lambda: checker.seen("abstained", submission=str(sid)), 120)
+    roles.wait_for("the validator to abstain", lambda: checker.seen("abstained", submission=submission_text(sid)), 120)
     assert "could not reach any relay" in checker.seen("abstained")[0]["reason"]
     warp(crucible, deadlines.validate)
     warp(crucible, deadlines.challenge)

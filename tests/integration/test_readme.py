@@ -109,6 +109,8 @@ def test_the_readme_walk_through_runs_end_to_end(tmp_path: Path) -> None:
     # What each step promised, checked on what it printed.
     shown = outputs["task show"]
     assert "Round 0 (final)" in shown and "included" in shown and "rejected" not in shown, shown
+    # The trained checkpoint, whole, as `model eval` takes it (task show printed only a digest before).
+    assert re.search(r"^trained\s+baf\w+ \(agreed in round 0\)$", shown, re.MULTILINE), shown
     stake = json.loads(outputs["stake show"])
     assert (stake["staked_wei"], stake["locked_wei"]) == (str(1000 * 10**18), "0") and assert_amounts_in_wei(stake)
     money = json.loads(outputs["audit money"])

@@ -39,7 +39,7 @@ from protocol.chain.assignment import (
 )
 from protocol.chain.client import Crucible, Role
 from protocol.chain.deployment import Deployment
-from protocol.chain.ids import submission_id
+from protocol.chain.ids import submission_id, submission_text
 from protocol.chain.params import demo_task_params
 from protocol.chain.seeds import dispute_seed
 from protocol.ml.aggregation import publish_next_checkpoint
@@ -259,7 +259,9 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
 
     # Crash safety: the cheat's checker is killed right after its check (its verdict journaled,
     # perhaps sent) and restarted; it attests exactly once.
-    roles.wait_for("the cheat's check", lambda: processes[checker].seen("checked", submission=str(cheat_id)), 300)
+    roles.wait_for(
+        "the cheat's check", lambda: processes[checker].seen("checked", submission=submission_text(cheat_id)), 300
+    )
     roles.kill(processes[checker])
     key = next(k for s, k in validators.values() if s.address == checker)
     processes[checker] = roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1", key=key)

@@ -41,3 +41,18 @@ def test_amounts_for_people_have_a_few_decimals_and_say_when_rounded() -> None:
 def test_bad_amounts_refused(bad: str) -> None:
     with pytest.raises(ConfigError):
         to_wei(bad, 18)
+
+
+def test_amounts_past_28_digits_are_exact_and_never_a_traceback() -> None:
+    """Decimal's default context keeps 28 digits. Broken version: drop `localcontext(EXACT)` in protocol/values.py
+    → `to_wei` rounds the 48-digit amount and `format_tokens(10**58)` raises decimal.InvalidOperation (the
+    48-line traceback of `stake deposit 1e40`)."""
+    assert (
+        to_wei("123456789012345678901234567890.123456789012345678", 18)
+        == 123456789012345678901234567890123456789012345678
+    )
+    assert format_tokens(10**58, 18, "CRU") == "10,000,000,000,000,000,000,000,000,000,000,000,000,000 CRU"
+    assert format_tokens(2**256 - 1, 18, "CRU").startswith("≈115,792,089,237,316,195,423,570,985,008,687,907,853,269")
+    assert from_wei(2**256 - 1, 0) == 2**256 - 1
+    with pytest.raises(ConfigError, match="too large"):
+        to_wei("2e59", 18)

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from protocol.errors import ConfigError
+from protocol.errors import ConfigError, first_problem
 from protocol.ml.envs import reasoning_gym
 from protocol.ml.envs.arithmetic import Arithmetic
 from protocol.ml.envs.base import Environment
@@ -42,7 +42,6 @@ def environment_of(name: str, params: dict[str, Any] | None = None) -> Environme
     try:
         checked = kind.params_model.model_validate(params or {})
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "params"
-        raise ConfigError(f"environment {name}: {where}: {first['msg']}") from None
+        where, message, _ = first_problem(error)
+        raise ConfigError(f"environment {name}: {where or 'params'}: {message}") from None
     return kind(checked)

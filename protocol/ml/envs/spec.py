@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from protocol.errors import ConfigError
+from protocol.errors import ConfigError, first_problem
 from protocol.files import bounded_json
 from protocol.ml.envs.base import Environment
 from protocol.ml.envs.registry import environment_kind, environment_of
@@ -218,10 +218,8 @@ def _validated(document: dict[str, Any], source: str) -> EnvSpec:
     try:
         return EnvSpec.model_validate(document)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "spec"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"environment spec {source}: {where}: {message}") from None
+        where, message, _ = first_problem(error)
+        raise ConfigError(f"environment spec {source}: {where or 'spec'}: {message}") from None
 
 
 def _value(text: str) -> Any:
@@ -251,8 +249,11 @@ def apply_settings(document: dict[str, Any], settings: list[str]) -> dict[str, A
             path = [key]
         elif key in params_fields:
             path = ["params", key]
-        else:
+        elif "config" in params_fields:
             path = ["params", "config", key]
+        else:
+            choices = ", ".join([*sorted(params_fields), *sorted(top_level)])
+            raise ConfigError(f"--set {key}: unknown setting: one of {choices}, or a dotted path in the spec")
         node = document
         for part in path[:-1]:
             child = node.setdefault(part, {})
