@@ -64,7 +64,8 @@ def init(
             spec.env(), size, steps, seed, checked_device(device), on_step=lambda step, value: advance(1)
         )
     warmup_s = time.perf_counter() - started
-    result = evaluate(model, tokenizer, spec)
+    with Reporter("model", json_output, stderr).progress("held-out answers", 2 * spec.eval_size) as advance:
+        result = evaluate(model, tokenizer, spec, on_answers=advance)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".crucible-model-", dir=out.parent) as scratch:
         save_folder(model.cpu(), Path(scratch) / "model")
@@ -143,14 +144,18 @@ def eval_(
     from protocol.ml.evaluation import evaluate
     from protocol.ml.importing import PACKAGED, model_folder
     from protocol.ml.model import checked_device, load_model
+    from protocol.runtime.reporter import Reporter
 
     spec = _spec(env)
     if problems is not None and problems < 1:
         raise ConfigError(f"--problems must be at least 1, got {problems}")
     if model in PACKAGED:
         model = str(model_folder(model))
-    loaded = load_model(model, open_store(source), checked_device(device))
-    result = evaluate(loaded.model, loaded.tokenizer, spec, problems)
+    with stderr.status(f"loading {model}", spinner="dots"):
+        loaded = load_model(model, open_store(source), checked_device(device))
+    answers = 2 * (problems or spec.eval_size)
+    with Reporter("model", json_output, stderr).progress("held-out answers", answers) as advance:
+        result = evaluate(loaded.model, loaded.tokenizer, spec, problems, on_answers=advance)
     document = {
         "accuracy": result.accuracy,
         "mean_reward": result.mean_reward,

@@ -4,6 +4,7 @@ moves first as RL sharpens the policy)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,12 +62,18 @@ def paired_gain(before: tuple[float, ...], after: tuple[float, ...]) -> Gain:
 
 
 def evaluate(
-    model: Any, tokenizer: Tokenizer, spec: EnvSpec, count: int | None = None, batch_size: int = 128
+    model: Any,
+    tokenizer: Tokenizer,
+    spec: EnvSpec,
+    count: int | None = None,
+    batch_size: int = 128,
+    on_answers: Callable[[int], None] | None = None,
 ) -> Evaluation:
-    """Answers `count` (default: the spec's eval_size) held-out problems greedily and sampled, and scores them."""
+    """Answers `count` (default: the spec's eval_size) held-out problems greedily and sampled, and scores them;
+    `on_answers(n)` after each batch of n answers (2 x count in all)."""
     held_out = _HeldOut.of(spec, count)
-    greedy_rewards = held_out.rewards(model, tokenizer, greedy=True, batch_size=batch_size)
-    sampled_rewards = held_out.rewards(model, tokenizer, greedy=False, batch_size=batch_size)
+    greedy_rewards = held_out.rewards(model, tokenizer, greedy=True, batch_size=batch_size, on_answers=on_answers)
+    sampled_rewards = held_out.rewards(model, tokenizer, greedy=False, batch_size=batch_size, on_answers=on_answers)
     problems = len(greedy_rewards)
     return Evaluation(
         accuracy=sum(r >= 1.0 for r in greedy_rewards) / problems,
@@ -106,12 +113,19 @@ class _HeldOut:
         seeds = [label_seed("crucible-held-out-sample", str(index)) for index in range(len(problems))]
         return cls(spec, environment, problems, seeds, length)
 
-    def rewards(self, model: Any, tokenizer: Tokenizer, greedy: bool, batch_size: int) -> tuple[float, ...]:
+    def rewards(
+        self,
+        model: Any,
+        tokenizer: Tokenizer,
+        greedy: bool,
+        batch_size: int,
+        on_answers: Callable[[int], None] | None = None,
+    ) -> tuple[float, ...]:
         settings = SamplingSettings(max_new_tokens=self.length) if greedy else self.spec.sampling.model_copy(
             update={"max_new_tokens": self.length})  # fmt: skip
         prompts = [prompt_ids(tokenizer, problem) for problem in self.problems]
         outputs = generate(
-            model, prompts, self.seeds, settings, tokenizer.eos_id, tokenizer.pad_id, batch_size, greedy=greedy
+            model, prompts, self.seeds, settings, tokenizer.eos_id, tokenizer.pad_id, batch_size, on_answers, greedy
         )
         return tuple(
             self.environment.reward(problem, completion_text(tokenizer, out.completion_ids))

@@ -101,6 +101,11 @@ def test_devnet_status_and_address_book(net: Devnet) -> None:
     assert status["running"] is True and status["rpc_url"] == net.rpc_url
     book = json.loads(net.deployment.read_text())
     assert book["chainId"] == 31337 and {"DevToken", "StakeManager", "TaskMarket"} <= set(book)
+    # The committed address book is what a fresh devnet deploys, byte for byte, so that `devnet up` in a clone
+    # leaves the tree clean. Broken version: add a linked library to TaskMarket without committing the book
+    # `devnet up` writes → every address after it moves and this fails.
+    committed = Path(__file__).resolve().parents[2] / "deployments" / "31337.json"
+    assert net.deployment.read_text() == committed.read_text(), "run `crucible devnet up` and commit the book"
     # A second `up` finds it running and deployed: nothing new is deployed.
     again = net.run("devnet", "up", "--json").json()
     assert again["deployed"] is False and again["addresses"]["TaskMarket"] == book["TaskMarket"]  # type: ignore[index]
