@@ -3,7 +3,6 @@ environment's defaults, the real-model preset, then the user's settings)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import Any
 from node.adversary import ADVERSARIES
 from protocol.chain.params import MAX_CANARY_RATE_PPM, MAX_STALENESS, MIN_WINDOW_S, PPM
 from protocol.errors import ConfigError
+from protocol.ml.envs.presets import merged, preset
 from protocol.ml.envs.spec import MAX_SAMPLES, EnvSpec, load_spec_file, spec_with_settings
 from protocol.ml.importing import PACKAGED
 from protocol.ml.model import SIZES
@@ -116,21 +116,17 @@ class DemoOptions:
         self.spec()  # an unknown environment or a bad --set is named here, before anything starts
 
     def spec(self) -> EnvSpec:
-        """The task's spec: the environment's defaults (a spec file's content, if --env names one), the
-        real-model preset for a Hugging Face model on a reasoning-gym task, --prompts, --minibatch, then --set."""
+        """The task's spec: the environment's defaults (a spec file's content, if --env names one) under the
+        `small-model` preset for a real model, --prompts, --minibatch, then --set."""
         env, prompts = str(self.env), int(self.prompts or 0)  # filled in by check()
         path = Path(env)
         if env.endswith(".json") or path.is_file():
             document: dict[str, Any] = json.loads(load_spec_file(path).canonical_bytes())
         else:
-            document = {"environment": env}
-            if not self.made_up:
-                document = _merged(document, REAL_MODEL_PRESET)
-                if env == DEMO_REAL_ENV:
-                    document = _merged(document, DEMO_REAL_ENV_PARAMS)
-        document = _merged(document, {"training": {"prompts_per_round": prompts}})
+            document = preset(REAL_MODEL_PRESET).document(env) if not self.made_up else {"environment": env}
+        document = merged(document, {"training": {"prompts_per_round": prompts}})
         if self.minibatch is not None:
-            document = _merged(document, {"training": {"minibatch_size": self.minibatch}})
+            document = merged(document, {"training": {"minibatch_size": self.minibatch}})
         return spec_with_settings(document, self.settings)
 
 
@@ -139,32 +135,7 @@ LONG_WINDOW_S = 3600  # the demo's windows when it moves the clock itself: longe
 # What the model decides when an option is left out: the made-up model learns little per round from
 # many prompts; SmolLM2 with LoRA learns from few (bench/rl_curve.py, docs/benchmarks.md).
 MADE_UP_DEFAULTS: dict[str, Any] = {"rounds": 5, "prompts": 256, "env": "arithmetic"}
-# What the demo changes in a spec for a real model: LoRA updates and short completions (a CPU's budget).
-# Micro-batches of 8: a forward pass's logits are [sequences, tokens, 49,152] floats, 4 times over in
-# the loss and its gradient, and five processes share the machine's memory.
-REAL_MODEL_PRESET: dict[str, Any] = {
-    "sampling": {"max_new_tokens": 12},
-    "training": {"group_size": 8, "minibatch_size": 32, "micro_batch_size": 8, "learning_rate": 2e-3,
-                 "adapter": {"kind": "lora", "rank": 8, "alpha": 16}},
-}  # fmt: skip
-# The real model's demo task: two-term sums of one- and two-digit numbers, the answer read as the last
-# number of the reply (SmolLM2 answers "The final answer is 16."); 100,000 items hold about 1,600
-# distinct held-out problems.
+# A real model runs under the `small-model` preset (protocol/ml/envs/presets.py), on its task.
+REAL_MODEL_PRESET = "small-model"
 DEMO_REAL_ENV = "reasoning-gym/chain_sum"
-DEMO_REAL_ENV_PARAMS: dict[str, Any] = {
-    "params": {"answer": "last_number", "dataset_size": 100_000,
-               "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}},
-}  # fmt: skip
-# What a real model decides (beside MADE_UP_DEFAULTS above).
 REAL_DEFAULTS: dict[str, Any] = {"rounds": 3, "prompts": 12, "env": DEMO_REAL_ENV}
-
-
-def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """`base` with `changes` merged in, section by section (new dicts: neither argument changes)."""
-    merged = copy.deepcopy(base)
-    for key, value in changes.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merged(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged

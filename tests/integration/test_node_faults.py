@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import pytest
 
+from demo.options import DemoOptions
 from protocol.accounts import PRIVATE_KEY_ENV, Signer
 from protocol.artifacts.store import LocalStore
 from protocol.chain import devnet
@@ -23,7 +24,7 @@ from protocol.chain.devnet import foundry_binary, free_port, wait_for_rpc
 from protocol.chain.ids import submission_text
 from protocol.chain.params import demo_task_params
 from protocol.config import devnet_settings
-from protocol.ml.envs.spec import default_spec
+from protocol.ml.envs.spec import default_spec, parse_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
@@ -313,7 +314,14 @@ def test_model_and_env_commands_refuse_bad_input(tiny_model: Path, crucible_home
                    "--json")  # fmt: skip
     assert packaged.returncode == 0 and json.loads(packaged.stdout)["problems"] == 2, packaged.stderr
     listed = json.loads(cli(crucible_home, "env", "list", "--json").stdout)
-    names = {row["name"] for row in listed}
+    names = {row["name"] for row in listed["environments"]}
     assert {"arithmetic", "sorting", "reasoning-gym/chain_sum"} <= names and len(names) >= 95
+    assert "small-model" in {row["name"] for row in listed["presets"]}
+    # The preset is what the demo runs a real model with, to the byte (it was hidden in demo/options.py).
+    preset = cli(crucible_home, "env", "spec", "reasoning-gym/chain_sum", "--preset", "small-model")
+    demo = DemoOptions()
+    demo.check()
+    assert parse_spec(preset.stdout.encode(), "stdout").canonical_bytes() == demo.spec().canonical_bytes()
+    assert_one_line_error(cli(crucible_home, "env", "spec", "sorting", "--preset", "huge"), "unknown preset 'huge'")
     spec = json.loads(cli(crucible_home, "env", "spec", "sorting").stdout)
     assert spec["environment"] == "sorting" and spec["schema"] == "crucible.env"
