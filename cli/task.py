@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import typer
@@ -11,6 +14,7 @@ from rich.table import Table
 from cli.context import STORE_HELP, CliContext, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
 from cli.task_checks import OPTION_OF, check_served, env_cid_of, fraction
+from cli.task_plan import make_plan
 from protocol.chain.client import Crucible
 from protocol.chain.ids import checkpoint_digests, decode_submission_id, submission_text
 from protocol.chain.params import (
@@ -58,6 +62,117 @@ def default_dispute_bond(
     )
     least = least_dispute_bond(colluding_ppm, validators_per_check, gain, validator_slash_wei)
     return -(-least // unit_wei) * unit_wei
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A task as `create` would send it: its parameters, checked, with the deterrence line people read."""
+
+    crucible: Crucible
+    params: TaskParams
+    env_cid: str
+    summary: str
+
+
+def _draft(cli: CliContext, options: dict[str, Any]) -> Draft:
+    """The parameters `task create` and `task plan` build from their options, checked (one line naming the option
+    and nothing sent when they are refused, or when cheating would pay)."""
+    o = SimpleNamespace(**options)
+    checked_cid(o.model, "model CID")
+    env_cid = env_cid_of(o.env)
+    if not o.skip_availability_check:
+        check_served(o.model, env_cid, o.store)
+    crucible = cli.crucible()
+    decimals = crucible.decimals
+    bounty_wei = cli.tokens(o.bounty, "bounty")
+    if o.rounds < 1:
+        raise ConfigError(f"--rounds must be at least 1, got {o.rounds}")
+    sample_ppm = fraction(o.sample_rate, "--sample-rate", PPM, allow_zero=False)
+    fee_bps = fraction(o.validator_fee, "--validator-fee", BPS)
+    colluding_ppm = fraction(o.colluding_share, "--colluding-share", PPM)
+    canary_ppm = fraction(o.canary_rate, "--canary-rate", PPM)
+    finder_bps = fraction(o.finder_share, "--finder-share", BPS)
+    unit = 10**decimals
+    if o.slash is None:
+        # Out-of-range numbers get the default a valid one would; the parameter check below names them.
+        per_check = o.validators_per_check if 1 <= o.validators_per_check <= MAX_COMMITTEE else 1
+        slash_wei = least_deterrent_slash(
+            sample_ppm,
+            min(colluding_ppm, MAX_COLLUDING_SHARE_PPM),
+            per_check,
+            finder_bps,
+            max_submission_reward(bounty_wei, o.rounds, fee_bps),
+            max_round_fee(bounty_wei, o.rounds, fee_bps),
+            unit,
+        )
+    else:
+        slash_wei = cli.tokens(o.slash, "slash")
+    validator_slash_wei = cli.tokens(o.validator_slash, "validator slash") if o.validator_slash else slash_wei // 10
+    min_stake_wei = cli.tokens(o.min_stake, "min stake") if o.min_stake is not None else slash_wei
+    try:
+        params = TaskParams(
+            bounty_wei=bounty_wei,
+            rounds=o.rounds,
+            sample_rate_ppm=sample_ppm,
+            validators_per_check=o.validators_per_check,
+            validator_fee_bps=fee_bps,
+            finder_share_bps=finder_bps,
+            slash_wei=slash_wei,
+            validator_slash_wei=validator_slash_wei,
+            min_trainer_stake_wei=min_stake_wei,
+            min_validator_stake_wei=(
+                cli.tokens(o.min_validator_stake, "min validator stake")
+                if o.min_validator_stake
+                else min_stake_wei // 10
+            ),
+            dispute_bond_wei=(
+                cli.tokens(o.dispute_bond, "dispute bond")
+                if o.dispute_bond
+                else default_dispute_bond(
+                    colluding_ppm,
+                    o.validators_per_check,
+                    bounty_wei,
+                    o.rounds,
+                    fee_bps,
+                    slash_wei,
+                    validator_slash_wei,
+                    unit,
+                )
+            ),
+            max_work_units=o.max_work_units,
+            submit_window_s=o.submit_window,
+            validate_window_s=o.validate_window,
+            challenge_window_s=o.challenge_window,
+            colluding_share_ppm=colluding_ppm,
+            max_staleness=o.max_staleness,
+            canary_rate_ppm=canary_ppm,
+        )
+    except ValidationError as error:
+        field, message, bound = first_problem(error)
+        if field.endswith("_wei") and isinstance(bound, int):  # a limit of a token amount, in tokens as typed
+            message = message.replace(str(bound), format_tokens(bound, decimals, crucible.symbol))
+        where = f"{OPTION_OF.get(field, field)}: " if field else ""
+        raise ConfigError(f"task parameters refused: {where}{message}") from None
+    ratio = params.deterrence
+    symbol = crucible.symbol
+    slash_text = format_tokens(params.slash_wei, decimals, symbol)
+    reward_text = format_tokens(params.max_reward_wei, decimals, symbol)
+    shown_ratio = f"{ratio:.3f}" if ratio != float("inf") else "unbounded"
+    caught = params.caught / (PPM * ONE)
+    expected = format_tokens(round(abs(params.expected_cheat_gain_wei)), decimals, symbol)
+    summary = (
+        f"deterrence {shown_ratio} (at least 1 passes): a cheat is caught with probability q = {caught:.3f} "
+        f"(checked with p = {o.sample_rate:g}, and honest validators hold most of its {o.validators_per_check} "
+        f"positions while up to {o.colluding_share:.1%} of validator stake colludes) and then loses up to "
+        f"S = {slash_text} (less the finder's share its colluders take back); uncaught it earns at most "
+        f"R = {reward_text}; over the whole game, appeal included, a cheat expects "
+        f"{'to lose' if params.expected_cheat_gain_wei <= 0 else 'to GAIN'} {expected}"
+    )
+    if not params.deters:
+        raise ConfigError(
+            f"{summary}; cheating would pay: raise --slash or --sample-rate, or lower --colluding-share (nothing sent)"
+        )
+    return Draft(crucible, params, env_cid, summary)
 
 
 @app.command()
@@ -125,122 +240,72 @@ def create(
         "--skip-availability-check",
         help="Create the task without checking that --store serves the model and the spec.",
     ),
+    trainers: int = typer.Option(3, "--trainers", help="Trainers the plan counts on (time and cost)."),
+    device: str = typer.Option("cpu", "--device", help="Where the plan rehearses a round: cpu or cuda."),
+    force: bool = typer.Option(
+        False, "--force", help="Create the task even when the plan finds nothing for GRPO to learn from."
+    ),
     account: str = ACCOUNT,
     yes: bool = YES,
     json_output: bool = JSON,
 ) -> None:
-    """Create a task: shows the deterrence ratio, asks, escrows the bounty and prints the task id."""
-    checked_cid(model, "model CID")
-    env_cid = env_cid_of(env)
-    if not skip_availability_check:
-        check_served(model, env_cid, store)
+    """Create a task: shows its plan (`task plan`) and the deterrence ratio, asks, escrows the bounty and prints
+    the task id. A task whose plan finds no reward signal is refused without --force."""
     cli = context(ctx)
-    crucible = cli.crucible()
-    decimals = crucible.decimals
-    bounty_wei = cli.tokens(bounty, "bounty")
-    if rounds < 1:
-        raise ConfigError(f"--rounds must be at least 1, got {rounds}")
-    sample_ppm = fraction(sample_rate, "--sample-rate", PPM, allow_zero=False)
-    fee_bps = fraction(validator_fee, "--validator-fee", BPS)
-    colluding_ppm = fraction(colluding_share, "--colluding-share", PPM)
-    canary_ppm = fraction(canary_rate, "--canary-rate", PPM)
-    finder_bps = fraction(finder_share, "--finder-share", BPS)
-    unit = 10**decimals
-    if slash is None:
-        # Out-of-range numbers get the default a valid one would; the parameter check below names them.
-        per_check = validators_per_check if 1 <= validators_per_check <= MAX_COMMITTEE else 1
-        slash_wei = least_deterrent_slash(
-            sample_ppm,
-            min(colluding_ppm, MAX_COLLUDING_SHARE_PPM),
-            per_check,
-            finder_bps,
-            max_submission_reward(bounty_wei, rounds, fee_bps),
-            max_round_fee(bounty_wei, rounds, fee_bps),
-            unit,
-        )
-    else:
-        slash_wei = cli.tokens(slash, "slash")
-    validator_slash_wei = cli.tokens(validator_slash, "validator slash") if validator_slash else slash_wei // 10
-    min_stake_wei = cli.tokens(min_stake, "min stake") if min_stake is not None else slash_wei
-    try:
-        params = TaskParams(
-            bounty_wei=bounty_wei,
-            rounds=rounds,
-            sample_rate_ppm=sample_ppm,
-            validators_per_check=validators_per_check,
-            validator_fee_bps=fee_bps,
-            finder_share_bps=finder_bps,
-            slash_wei=slash_wei,
-            validator_slash_wei=validator_slash_wei,
-            min_trainer_stake_wei=min_stake_wei,
-            min_validator_stake_wei=(
-                cli.tokens(min_validator_stake, "min validator stake") if min_validator_stake else min_stake_wei // 10
-            ),
-            dispute_bond_wei=(
-                cli.tokens(dispute_bond, "dispute bond")
-                if dispute_bond
-                else default_dispute_bond(
-                    colluding_ppm,
-                    validators_per_check,
-                    bounty_wei,
-                    rounds,
-                    fee_bps,
-                    slash_wei,
-                    validator_slash_wei,
-                    unit,
-                )
-            ),
-            max_work_units=max_work_units,
-            submit_window_s=submit_window,
-            validate_window_s=validate_window,
-            challenge_window_s=challenge_window,
-            colluding_share_ppm=colluding_ppm,
-            max_staleness=max_staleness,
-            canary_rate_ppm=canary_ppm,
-        )
-    except ValidationError as error:
-        field, message, bound = first_problem(error)
-        if field.endswith("_wei") and isinstance(bound, int):  # a limit of a token amount, in tokens as typed
-            message = message.replace(str(bound), format_tokens(bound, decimals, crucible.symbol))
-        where = f"{OPTION_OF.get(field, field)}: " if field else ""
-        raise ConfigError(f"task parameters refused: {where}{message}") from None
-    ratio = params.deterrence
-    symbol = crucible.symbol
-    slash_text = format_tokens(params.slash_wei, decimals, symbol)
-    reward_text = format_tokens(params.max_reward_wei, decimals, symbol)
-    shown_ratio = f"{ratio:.3f}" if ratio != float("inf") else "unbounded"
-    caught = params.caught / (PPM * ONE)
-    expected = format_tokens(round(abs(params.expected_cheat_gain_wei)), decimals, symbol)
-    summary = (
-        f"deterrence {shown_ratio} (at least 1 passes): a cheat is caught with probability q = {caught:.3f} "
-        f"(checked with p = {sample_rate:g}, and honest validators hold most of its {validators_per_check} "
-        f"positions while up to {colluding_share:.1%} of validator stake colludes) and then loses up to "
-        f"S = {slash_text} (less the finder's share its colluders take back); uncaught it earns at most "
-        f"R = {reward_text}; over the whole game, appeal included, a cheat expects "
-        f"{'to lose' if params.expected_cheat_gain_wei <= 0 else 'to GAIN'} {expected}"
-    )
-    if not params.deters:
-        raise ConfigError(
-            f"{summary}; cheating would pay: raise --slash or --sample-rate, or lower --colluding-share (nothing sent)"
-        )
+    draft = _draft(cli, locals())
+    crucible, params = draft.crucible, draft.params
     signer = cli.signer(account)
-    crucible.require_balance(signer.address, bounty_wei, "bounty")
-    stderr.print(summary)
-    confirm_or_abort(
-        f"Create the task, escrowing {format_tokens(bounty_wei, decimals, symbol)} from {signer.address}?",
-        yes,
-    )
-    task_id = crucible.create_task(signer, params, model, env_cid)
+    crucible.require_balance(signer.address, params.bounty_wei, "bounty")
+    found = make_plan(crucible, params, model, draft.env_cid, store, trainers=trainers, device=device,
+                      measure=not skip_availability_check)  # fmt: skip
+    for line in found.lines:
+        stderr.print(line, markup=False, highlight=False)
+    if found.unlearnable and not force:
+        raise ConfigError(
+            "the plan found no reward signal in the initial model's answers: the bounty would buy no learning; "
+            "change the spec as the plan suggests, or pass --force (nothing sent)"
+        )
+    ratio = params.deterrence
+    stderr.print(draft.summary)
+    bounty_text = format_tokens(params.bounty_wei, crucible.decimals, crucible.symbol)
+    confirm_or_abort(f"Create the task, escrowing {bounty_text} from {signer.address}?", yes)
+    task_id = crucible.create_task(signer, params, model, draft.env_cid)
     if json_output:
         emit_json(
             {
                 "task_id": task_id,
-                "env_cid": env_cid,
+                "env_cid": draft.env_cid,
                 "deterrence_ratio": ratio if ratio != float("inf") else None,
             }
         )
     else:
         stdout.print(f"created task {task_id}")
+
+
+def plan(ctx: typer.Context, **options: Any) -> None:
+    """What the task would be, before anything is paid: will it learn (the initial model's reward signal on a
+    sample of its prompts), will it be checked (validators staked against a check's positions), how long a round
+    takes here and which windows keep trainers busy, what a round costs in gas. Sends nothing."""
+    cli = context(ctx)
+    draft = _draft(cli, options)
+    found = make_plan(draft.crucible, draft.params, options["model"], draft.env_cid, options["store"],
+                      trainers=options["trainers"], device=options["device"],
+                      measure=not options["skip_availability_check"])  # fmt: skip
+    if options["json_output"]:
+        emit_json(found.document | {"env_cid": draft.env_cid, "params": draft.params.as_json()})
+        return
+    for line in [*found.lines, draft.summary]:
+        stdout.print(line, markup=False, highlight=False)
+
+
+# `task plan` takes every option of `task create` but those that send (--yes, --force, --account): Typer reads
+# them from the signature and the annotations given here.
+_SENDING = ("yes", "force", "account")
+plan.__signature__ = inspect.signature(create).replace(  # type: ignore[attr-defined]
+    parameters=[p for p in inspect.signature(create).parameters.values() if p.name not in _SENDING]
+)
+plan.__annotations__ = {name: kind for name, kind in create.__annotations__.items() if name not in _SENDING}
+app.command("plan")(plan)
 
 
 @app.command("list")

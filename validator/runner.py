@@ -155,6 +155,7 @@ class Validator(Participant):
             validator=self.address,
             adversary=self.options.adversary.name if self.options.adversary else None,
         )
+        self.warn_if_unchecked(task_id)
 
         def one_pass() -> bool:
             if self.crucible.seat_of(task_id, self.address).benched:

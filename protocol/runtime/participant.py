@@ -128,6 +128,21 @@ class Participant:
         market = self.crucible.deployment.TaskMarket
         return crucible_home() / role / f"{chain_id}-{market}-{self.task_id}-{self.address}.json"
 
+    def warn_if_unchecked(self, task_id: int) -> None:
+        """One `warning` line when the task has fewer validators than a check's positions: its rounds then end
+        unverified (their work neither paid nor slashed) unless more join before the checks start."""
+        joined = len(self.crucible.members_of(task_id))
+        needed = self.crucible.task(task_id).validators_per_check
+        if joined < needed:
+            self.reporter.event(
+                "warning",
+                task=task_id,
+                validators=joined,
+                validators_per_check=needed,
+                note=f"{joined} validator(s) joined and a check needs {needed}: unless more join, every round ends "
+                "unverified, its work neither paid nor slashed",
+            )
+
     @contextmanager
     def racing(self, step: str, **fields: Any) -> Iterator[None]:
         """Runs a step others may take first, or one whose window may close while it is sent: a revert

@@ -231,7 +231,9 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     # Without --yes and with no answer: the deterrence ratio is shown, the question asked, nothing sent.
     unconfirmed = net.run(*[arg for arg in create if arg != "--yes"], "--model", MODEL_CID)
     assert unconfirmed.code == 1 and unconfirmed.stdout == ""
-    shown, asked, refused = unconfirmed.stderr.strip().splitlines()
+    *planned, shown, asked, refused = unconfirmed.stderr.strip().splitlines()
+    assert planned[0] == "learnability not measured: the availability check was skipped", planned
+    assert [line.split(" ")[0] for line in planned[1:]] == ["checking:", "time:", "cost:"], planned
     assert shown.startswith("deterrence 1.006 (at least 1 passes): a cheat is caught with probability q = 0.370")
     assert "(checked with p = 0.5, and honest validators hold most of its 3 positions while up to 33.3%" in shown
     assert "loses up to S = " in shown and "at most R = " in shown and asked.rstrip().endswith("[y/N]")
@@ -416,3 +418,53 @@ def test_an_encoding_the_spec_does_not_know_writes_nothing(setting: str, fragmen
                     "--set", setting, "--out", str(out))  # fmt: skip
     assert_one_line_error(done, fragment)
     assert not out.exists()
+
+
+def test_a_plan_says_what_the_bounty_buys_before_anything_is_paid(
+    net: Devnet, model_cid_factory: Callable[[Path], str], tmp_path: Path
+) -> None:
+    """`task plan` measures the initial model's reward signal and a round's work here, counts the validators
+    and prices the gas; `task create` shows the plan and refuses a task with no signal unless --force.
+    Broken version: drop the `unlearnable` refusal in `task create` → the untrained model's task is created
+    and its bounty escrowed for nothing."""
+    before = net.run("task", "list", "--json").json()["tasks"]
+    learns = model_cid_factory(net.home)  # warmed up 100 steps: a few right answers in every batch
+    options = ["--env", "arithmetic", "--bounty", "100", "--rounds", "2"]
+    planned = net.run("task", "plan", "--model", learns, *options, "--json")
+    assert planned.code == 0, planned.stderr
+    plan = planned.json()
+    learnability, checking, timing, cost = (plan[key] for key in ("learnability", "checking", "time", "cost"))
+    assert learnability["measured"] and learnability["prompts"] == 32 and learnability["samples_per_prompt"] == 8
+    assert learnability["mixed_groups"] > 0 and learnability["signal"] and learnability["suggestions"] == []
+    assert 0 <= learnability["mixed_share_low"] <= learnability["mixed_share"] <= learnability["mixed_share_high"]
+    assert checking["every_round_unverified"] == (checking["validators_staked"] < checking["validators_per_check"] == 3)
+    assert timing["measured"] and timing["work_s"] > 0 and timing["check_s"] > 0
+    assert timing["round_period_s"] == 900 and timing["task_wall_s"] == 900 + 900  # three 300 s windows, sequential
+    suggested = timing["suggested"]
+    assert suggested["submit_window_s"] >= timing["work_s"] and suggested["trainer_busy"] >= 0.85
+    assert cost["gas_per_round"] == cost["trainers_gas_per_round"] + cost["validators_gas_per_round"] > 0
+    assert cost["l1_data_fee"] == "none on this chain" and int(cost["task_cost_wei"]) == 2 * int(cost["round_cost_wei"])
+
+    # A model that never answers right (no warm-up): no group carries a signal, and the plan says what to change.
+    untrained = tmp_path / "untrained"
+    made = net.run("model", "init", "--env", "arithmetic", "--out", str(untrained), "--steps", "0", "--json")
+    assert made.code == 0, made.stderr
+    cid = net.run("model", "publish", str(untrained), "--json").json()["cid"]
+    barren = net.run("task", "plan", "--model", str(cid), *options, "--json").json()["learnability"]
+    assert barren["mixed_groups"] == 0 and not barren["signal"] and "max_new_tokens" in barren["suggestions"][0]
+    refused = net.run("task", "create", "--model", str(cid), *options, "--account", "dev0", "--yes")
+    assert refused.code == 1 and refused.stdout == "" and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith("error: the plan found no reward signal")
+    assert "learnability: " in refused.stderr and "checking: " in refused.stderr, "the plan is shown before refusing"
+    assert net.run("task", "list", "--json").json()["tasks"] == before, "nothing was sent"
+    forced = net.run("task", "create", "--model", str(cid), *options, "--account", "dev0", "--yes", "--force", "--json")
+    assert forced.code == 0 and isinstance(forced.json()["task_id"], int), forced.stderr
+
+    # Bad input: one line, exit 1, nothing sent.
+    assert_one_line_error(net.run("task", "plan", "--model", learns, *options, "--env", "chess"), "unknown environment")
+    assert_one_line_error(
+        net.run("task", "plan", "--model", learns, *options, "--submit-window", "-5"), "refused: --submit-window"
+    )
+    missing = net.run("task", "plan", "--model", MODEL_CID, *options, "--skip-availability-check", "--json").json()
+    assert missing["learnability"] == {"measured": False, "reason": "not measured: the availability check was skipped"}
+    assert missing["time"]["measured"] is False
