@@ -111,9 +111,10 @@ def _learnability(plan: Plan, loaded: Any, spec: EnvSpec, prompts: int) -> None:
     low, high = wilson(mixed, len(groups))
     mean = sum(rewards) / len(rewards)
     plan.unlearnable = mixed == 0
+    reading = "another answer reading (answer=last_number for a chat model's sentence)"
     suggestions = [
         f"more new tokens (now sampling.max_new_tokens={spec.sampling.max_new_tokens})",
-        *(["another answer reading (answer=last_number for a chat model's sentence)"] if "answer" in spec.params else []),
+        *([reading] if "answer" in spec.params else []),
         "an easier configuration of the environment",
         "the small-model preset (`crucible env spec NAME --preset small-model`)",
     ]
