@@ -314,25 +314,36 @@ MUTANTS = [
 ]
 
 
-def run_mutant(name: str, file: str, original: str, broken: str, invariant: str) -> bool:
+def prepare_base(base: Path) -> None:
+    """A copy of the Foundry project, built once with dynamic test linking: the tests then deploy the contracts
+    from their artifacts, so a mutant recompiles only the file it changed (~8 s), not the tests built on it
+    (~40 s with solc-js)."""
+    shutil.copytree(ROOT / "contracts", base / "contracts", ignore=shutil.ignore_patterns("out", "cache"))
+    shutil.copytree(ROOT / "scripts", base / "scripts")
+    shutil.copy(ROOT / "foundry.toml", base / "foundry.toml")
+    (base / "node_modules").symlink_to(ROOT / "node_modules")
+    built = subprocess.run([str(FORGE), "build", "--dynamic-test-linking"], cwd=base, capture_output=True, text=True)
+    if built.returncode != 0:
+        raise SystemExit(f"the unmutated contracts do not build:\n{built.stdout[-2000:]}{built.stderr[-2000:]}")
+
+
+def run_mutant(base: Path, name: str, file: str, original: str, broken: str, invariant: str) -> bool:
     with tempfile.TemporaryDirectory(prefix=f"mutant-{name}-") as tmp:
-        work = Path(tmp)
-        shutil.copytree(ROOT / "contracts", work / "contracts", ignore=shutil.ignore_patterns("out", "cache"))
-        shutil.copytree(ROOT / "scripts", work / "scripts")
-        shutil.copy(ROOT / "foundry.toml", work / "foundry.toml")
-        (work / "node_modules").symlink_to(ROOT / "node_modules")
+        work = Path(tmp) / "project"
+        shutil.copytree(base, work, symlinks=True)  # the build's cache and artifacts come along
         target = work / file
         text = target.read_text()
         if original not in text:
             print(f"mutant {name}: its original text is no longer in {file}; update scripts/mutants.py")
             return False
         target.write_text(text.replace(original, broken, 1))
-        # The named test runs alone (the compile is most of the time); an invariant runs its campaign checking
-        # only itself, so that another invariant breaking first cannot end the campaign before it is tried.
+        # The named test runs alone; an invariant runs its campaign checking only itself, so that another
+        # invariant breaking first cannot end the campaign before it is tried.
         chosen = ["--match-test", invariant]
         if invariant.startswith("invariant_"):
             chosen += ["--match-contract", "TaskMarketInvariantTest"]
-        result = subprocess.run([str(FORGE), "test", *chosen], cwd=work, capture_output=True, text=True)
+        command = [str(FORGE), "test", "--dynamic-test-linking", *chosen]
+        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
         output = result.stdout + result.stderr
         # forge prints one JSON line per broken invariant ({"event":"failure","invariant":NAME,...})
         # and a "[FAIL: ...] NAME()" line per failed unit test.
@@ -347,9 +358,12 @@ def run_mutant(name: str, file: str, original: str, broken: str, invariant: str)
 def main() -> int:
     only = set(sys.argv[1:])  # mutant names, to run a few while working on them
     chosen = [mutant for mutant in MUTANTS if not only or mutant[0] in only]
-    # Each mutant is its own copy and its own (single-threaded) compile: one per core at a time.
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        results = list(pool.map(lambda mutant: run_mutant(*mutant), chosen))
+    with tempfile.TemporaryDirectory(prefix="mutants-base-") as tmp:
+        base = Path(tmp) / "project"
+        prepare_base(base)
+        # Each mutant is its own copy and its own (single-threaded) compile: one per core at a time.
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            results = list(pool.map(lambda mutant: run_mutant(base, *mutant), chosen))
     print(f"{sum(results)} of {len(results)} mutants caught")
     return 0 if all(results) else 1
 
