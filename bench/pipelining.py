@@ -25,7 +25,10 @@ Every role process runs on a core of its own with one thread (a trainer on core 
 each other down, which separate machines do not.
 
 Run: .venv/bin/python -m bench.pipelining [--rounds 3] [--trainers 1] [--prompts 8] [--window 50]
+     [--submit-window S] [--validate-window V] [--challenge-window C] [--staleness 2,1,0] [--repeat 1]
      [--eval-problems 300] [--json]
+(`--staleness` fastest first: the first run's duration is the "equal wall time" of the others; the first
+staleness-0 run is the baseline of the paired comparisons.)
 """
 
 from __future__ import annotations
@@ -43,8 +46,6 @@ from demo.runner import Demo
 from protocol.artifacts.store import LocalStore
 from protocol.ml.evaluation import held_out_rewards, paired_gain
 from protocol.ml.model import load_checkpoint
-
-STALENESS = (2, 1, 0)  # the fastest first: its duration is the "equal wall time" of the others
 
 
 def _log_events(home: Path, name: str) -> list[dict[str, Any]]:
@@ -86,7 +87,11 @@ def run_one(
         prompts=args.prompts,
         eval_problems=2,  # the demo's own gain is not used here: the bench evaluates below, paired across runs
         max_staleness=staleness,
-        windows_s=args.window,
+        windows_s=(
+            args.submit_window or args.window,
+            args.validate_window or args.window,
+            args.challenge_window or args.window,
+        ),
         pin_cores=True,
     )
 
@@ -150,6 +155,11 @@ def main() -> None:
     parser.add_argument("--trainers", type=int, default=1)
     parser.add_argument("--prompts", type=int, default=8, help="Prompts a trainer answers per round.")
     parser.add_argument("--window", type=int, default=50, help="Seconds of each window (submit, validate, challenge).")
+    parser.add_argument("--submit-window", type=int, default=None, help="The submit window (default: --window).")
+    parser.add_argument("--validate-window", type=int, default=None, help="The validate window (default: --window).")
+    parser.add_argument("--challenge-window", type=int, default=None, help="The challenge window (default: --window).")
+    parser.add_argument("--staleness", default="2,1,0", help="maxStaleness of the runs, fastest first.")
+    parser.add_argument("--repeat", type=int, default=1, help="Runs of each setting (the chain's seeds differ).")
     parser.add_argument("--eval-problems", type=int, default=300)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -157,14 +167,16 @@ def main() -> None:
     started = time.time()
     runs: list[dict[str, Any]] = []
     cache: dict[str, tuple[float, ...]] = {}
-    for staleness in STALENESS:
-        runs.append(run_one(staleness, args, runs[0]["duration_s"] if runs else None, cache))
+    for repeat in range(args.repeat):
+        for staleness in (int(value) for value in args.staleness.split(",")):
+            runs.append(run_one(staleness, args, runs[0]["duration_s"] if runs else None, cache) | {"repeat": repeat})
     if len({run["initial_cid"] for run in runs}) != 1:
         raise SystemExit("the runs did not start from the same initial checkpoint: no paired comparison")
-    by = {run["max_staleness"]: run for run in runs}
-    base = by[0]
+    base = next((run for run in runs if run["max_staleness"] == 0), None)
+    if base is None:
+        raise SystemExit("--staleness must include 0: every run is compared with sequential rounds")
     table = []
-    for run in sorted(runs, key=lambda r: r["max_staleness"]):
+    for run in sorted(runs, key=lambda r: (r["max_staleness"], r["repeat"])):
         initial = run["rewards"][0]
         final = run["rewards"][run["final"]]
         at_time = run["rewards"][run["checkpoint_at_equal_time"]]
@@ -173,6 +185,7 @@ def main() -> None:
         table.append(
             {
                 "max_staleness": run["max_staleness"],
+                "repeat": run["repeat"],
                 "duration_s": run["duration_s"],
                 "accepted_samples": run["accepted_samples"],
                 "samples_per_hour": run["samples_per_hour"],
@@ -180,8 +193,14 @@ def main() -> None:
                 "mean_round_period_s": run["mean_round_period_s"],
                 # A long task's rate: a round's samples every round period (the tail of the last round's
                 # windows amortised away).
-                "steady_samples_per_hour": round(run["samples_per_round"] * 3600 / run["mean_round_period_s"], 1),
-                "steady_vs_staleness_0": round(base["mean_round_period_s"] / run["mean_round_period_s"], 2),
+                "steady_samples_per_hour": (
+                    round(run["samples_per_round"] * 3600 / period, 1)
+                    if (period := run["mean_round_period_s"])
+                    else None
+                ),
+                "steady_vs_staleness_0": (
+                    round(base["mean_round_period_s"] / period, 2) if period and base["mean_round_period_s"] else None
+                ),
                 "busy_fraction": busy,
                 "busy_fraction_of_working_span": busy_span,
                 "staleness_of_included": run["staleness_of_included"],

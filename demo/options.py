@@ -37,9 +37,9 @@ class DemoOptions:
     prompts: int | None = None  # prompts a trainer answers per round; None: by model
     minibatch: int | None = None  # sequences per optimizer step; None: the spec's default
     max_staleness: int = 0  # the task's staleness bound: 0 sequential rounds, 1 or 2 pipelined
-    # Real windows of this many seconds, the clock left alone (bench/pipelining.py); None: the demo ends each
-    # window by moving the devnet's clock once its work is done.
-    windows_s: int | None = None
+    # Real windows of these lengths (submit, validate, challenge seconds), the clock left alone
+    # (bench/pipelining.py); None: the demo ends each window by moving the devnet's clock once its work is done.
+    windows_s: tuple[int, int, int] | None = None
     # Each role process on a core of its own (one thread each), as if on machines of their own: roles then do
     # not slow each other down when their work overlaps (bench/pipelining.py).
     pin_cores: bool = False
@@ -109,7 +109,7 @@ class DemoOptions:
             raise ConfigError(f"--prompts must be 1 to 512, got {self.prompts}")
         if not 0 <= self.max_staleness <= MAX_STALENESS:
             raise ConfigError(f"--max-staleness must be 0 to {MAX_STALENESS}, got {self.max_staleness}")
-        if self.windows_s is not None and not MIN_WINDOW_S <= self.windows_s <= LONG_WINDOW_S:
+        if self.windows_s is not None and not all(MIN_WINDOW_S <= window <= LONG_WINDOW_S for window in self.windows_s):
             raise ConfigError(f"windows must be {MIN_WINDOW_S} to {LONG_WINDOW_S} s, got {self.windows_s}")
         if self.minibatch is not None and not 0 <= self.minibatch <= MAX_SAMPLES:
             raise ConfigError(f"--minibatch must be 0 (all in one step) to {MAX_SAMPLES}, got {self.minibatch}")

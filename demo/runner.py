@@ -157,14 +157,14 @@ class Demo:
         # one with a real model, whose checks (a prefill and an update replay of a 135M model) bound the
         # round on 2 cores. A lying validator is still answered by a dispute.
         per_check = min(2 if options.made_up else 1, options.validators)
-        windows = options.windows_s or LONG_WINDOW_S
+        submit, validate, challenge = options.windows_s or (LONG_WINDOW_S,) * 3
         params = demo_task_params(
             rounds=options.round_count,
             sample_rate_ppm=PPM,
             validators_per_check=per_check,
-            submit_window_s=windows,
-            validate_window_s=windows,
-            challenge_window_s=windows,
+            submit_window_s=submit,
+            validate_window_s=validate,
+            challenge_window_s=challenge,
             max_staleness=options.max_staleness,
             canary_rate_ppm=round(options.canary_rate * PPM),
         )
@@ -220,7 +220,7 @@ class Demo:
                 self.stage(f"round {round_index} of 0-{options.round_count - 1} (real windows)", round_index,
                            options.round_count)  # fmt: skip
                 final = round_final(crucible, task_id, round_index)
-                self._wait(f"round {round_index} final", final, children, timeout_s=8 * options.windows_s + 600)
+                self._wait(f"round {round_index} final", final, children, timeout_s=8 * max(options.windows_s) + 600)
         self._wait("every process to settle, claim and exit", lambda: all(
             process.poll() is not None for _, process in children.processes), children)  # fmt: skip
         refund = crucible.refund(creator, task_id) if crucible.task(task_id).pool else 0
