@@ -18,7 +18,7 @@ from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.devnet import AnvilNode
 from protocol.chain.params import TaskParams, demo_task_params, honest_majority, least_deterrent_slash
-from protocol.errors import ChainError, ContractRevert
+from protocol.errors import ChainError, ConfigError, ContractRevert
 
 pytestmark = pytest.mark.integration
 TOKEN = 10**18
@@ -102,8 +102,12 @@ def test_custom_errors_decoded(crucible: Crucible, dev: list[Signer]) -> None:
     assert caught.value.name == "MarketUnknownTask"
     assert caught.value.args_by_name == {"taskId": 42}
     crucible.stake(dev[4], 10 * TOKEN, Role.VALIDATOR)
-    with pytest.raises(ContractRevert, match=r"StakeRoleMismatch.*staked for another role"):
+    # The client refuses the wrong role before it sends the approval; sent anyway, the manager's error decodes.
+    with pytest.raises(ConfigError, match="is staked as a validator"):
         crucible.stake(dev[4], TOKEN, Role.TRAINER)
+    crucible.ensure_allowance(dev[4], crucible.stakes.address, TOKEN)
+    with pytest.raises(ContractRevert, match=r"StakeRoleMismatch.*staked for another role"):
+        crucible.chain.transact(crucible.stakes.functions.stake(TOKEN, int(Role.TRAINER)), dev[4])
     with pytest.raises(ContractRevert, match="StakeInsufficientFree"):
         crucible.request_unstake(dev[4], 11 * TOKEN)
 
