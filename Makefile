@@ -68,10 +68,11 @@ $(TORCH_STAMP):
 	$(VENV)/bin/pip install -q --no-build-isolation --no-binary toploc toploc==0.1.6
 	@touch $@
 
-# The rest with uv (pinned; 19 s where pip took 73), constrained to the tested versions of every package.
+# The rest with uv (pinned; 19 s where pip took 73), constrained to the tested versions of every package, and
+# compiled to bytecode as pip does (else the first import prints some packages' SyntaxWarnings on stderr).
 $(PY_STAMP): pyproject.toml requirements.lock $(TORCH_STAMP)
 	$(VENV)/bin/pip install -q uv==0.9.9
-	$(VENV)/bin/uv pip install -q --python $(PY) -c requirements.lock -e '.[dev]'
+	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -c requirements.lock -e '.[dev]'
 	@touch $@
 
 # Slither pins its own web3 (7.x), so it lives in a virtual environment of its own.

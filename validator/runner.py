@@ -149,13 +149,13 @@ class Validator(Participant):
         """Does its duties until `rounds` rounds it saw are final, or the task ended."""
         spec = self.check_ready()
         task_id = self.options.task_id
+        self.warn_if_unchecked(task_id)
         self.reporter.event(
             "started",
             task=task_id,
             validator=self.address,
             adversary=self.options.adversary.name if self.options.adversary else None,
         )
-        self.warn_if_unchecked(task_id)
 
         def one_pass() -> bool:
             if self.crucible.seat_of(task_id, self.address).benched:

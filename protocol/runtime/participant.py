@@ -130,9 +130,13 @@ class Participant:
 
     def warn_if_unchecked(self, task_id: int) -> None:
         """One `warning` line when the task has fewer validators than a check's positions: its rounds then end
-        unverified (their work neither paid nor slashed) unless more join before the checks start."""
-        joined = len(self.crucible.members_of(task_id))
-        needed = self.crucible.task(task_id).validators_per_check
+        unverified (their work neither paid nor slashed) unless more join before the checks start. Advisory: an
+        RPC outage skips it (the loop after it is what waits outages out)."""
+        try:
+            joined = len(self.crucible.members_of(task_id))
+            needed = self.crucible.task(task_id).validators_per_check
+        except RpcUnreachable:
+            return
         if joined < needed:
             self.reporter.event(
                 "warning",

@@ -273,7 +273,7 @@ def test_refund_after_the_task_ends(net: Devnet) -> None:
     # → the task is created.
     unservable = [
         "task", "create", "--model", MODEL_CID, "--env", MODEL_CID, "--bounty", "30", "--rounds", "1",
-        "--submit-window", "5", "--validate-window", "5", "--challenge-window", "5", "--yes", "--json",
+        "--submit-window", "120", "--validate-window", "120", "--challenge-window", "120", "--yes", "--json",
     ]  # fmt: skip
     count = len(net.run("task", "list", "--json").json()["tasks"])  # type: ignore[arg-type]
     assert_one_line_error(net.run(*unservable), "cannot serve the model")
