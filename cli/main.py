@@ -146,7 +146,6 @@ def demo(
 # PATH; "..." when repeatable), an argument its name in capitals. Typer 0.29 prints `<bool>`,
 # `<list[str]>` and `{name}` instead, from three methods of its parameter classes, replaced here
 # (the version is pinned in pyproject.toml; tests/integration/test_cli.py checks the help text).
-NEGATIVE = re.compile(r"-[0-9][0-9.eE+-]*")
 _KINDS = {int: "INTEGER", float: "NUMBER", bool: "BOOLEAN", Path: "PATH"}
 
 
@@ -176,6 +175,10 @@ TyperArgument._usage_display_name = _argument_name  # type: ignore[method-assign
 TyperArgument._rich_display_name = lambda self: str(self.name).upper()  # type: ignore[method-assign]
 
 
+# A negative number where a command takes an argument: Click reads `-1` as an option it does not know.
+NEGATIVE = re.compile(r"-[0-9][0-9.eE+-]*")
+
+
 def run() -> None:
     """Runs the CLI; a CrucibleError becomes one line on stderr and exit status 1."""
     try:
@@ -191,7 +194,8 @@ def run() -> None:
             error.show()
             sys.exit(2)
         # A value given but wrong (`task show abc`) is bad input: one line, exit 1.
-        stderr.print(f"error: {error.format_message()[0].lower()}{error.format_message()[1:]}", markup=False)
+        message = error.format_message()
+        stderr.print(f"error: {message[:1].lower()}{message[1:]}", markup=False)
         sys.exit(1)
     except NoSuchOption as error:
         if not NEGATIVE.fullmatch(error.option_name):

@@ -139,7 +139,7 @@ class TrainerNode(Participant):
         spec = self.check_ready()
         task_id = self.options.task_id
         started = time.perf_counter()
-        self.warn_if_unchecked(task_id)
+        self.warn_if_unchecked()
         self.reporter.event("started", task=task_id, node=self.address, adversary=self._adversary_name())
 
         def one_pass() -> bool:

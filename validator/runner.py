@@ -149,7 +149,7 @@ class Validator(Participant):
         """Does its duties until `rounds` rounds it saw are final, or the task ended."""
         spec = self.check_ready()
         task_id = self.options.task_id
-        self.warn_if_unchecked(task_id)
+        self.warn_if_unchecked()
         self.reporter.event(
             "started",
             task=task_id,

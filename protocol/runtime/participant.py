@@ -128,19 +128,19 @@ class Participant:
         market = self.crucible.deployment.TaskMarket
         return crucible_home() / role / f"{chain_id}-{market}-{self.task_id}-{self.address}.json"
 
-    def warn_if_unchecked(self, task_id: int) -> None:
+    def warn_if_unchecked(self) -> None:
         """One `warning` line when the task has fewer validators than a check's positions: its rounds then end
         unverified (their work neither paid nor slashed) unless more join before the checks start. Advisory: an
         RPC outage skips it (the loop after it is what waits outages out)."""
         try:
-            joined = len(self.crucible.members_of(task_id))
-            needed = self.crucible.task(task_id).validators_per_check
+            joined = len(self.crucible.members_of(self.task_id))
+            needed = self.crucible.task(self.task_id).validators_per_check
         except RpcUnreachable:
             return
         if joined < needed:
             self.reporter.event(
                 "warning",
-                task=task_id,
+                task=self.task_id,
                 validators=joined,
                 validators_per_check=needed,
                 note=f"{joined} validator(s) joined and a check needs {needed}: unless more join, every round ends "
