@@ -3,176 +3,30 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import typer
-from pydantic import ValidationError
 from rich.table import Table
 
 from cli.context import STORE_HELP, CliContext, confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
-from cli.task_checks import OPTION_OF, check_served, env_cid_of, fraction
+from cli.task_checks import draft_task
 from cli.task_plan import make_plan
 from protocol.chain.client import Crucible
 from protocol.chain.ids import checkpoint_digests, decode_submission_id, submission_text
 from protocol.chain.params import (
     BPS,
     DEFAULT_COLLUDING_SHARE_PPM,
-    MAX_COLLUDING_SHARE_PPM,
-    MAX_COMMITTEE,
-    ONE,
     PPM,
-    TaskParams,
-    least_deterrent_slash,
-    least_dispute_bond,
-    max_round_fee,
-    max_submission_reward,
 )
-from protocol.errors import ConfigError, first_problem
-from protocol.values import checked_cid, format_tokens
+from protocol.errors import ConfigError
+from protocol.values import format_tokens
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, show, finalise and refund tasks.")
 
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 ACCOUNT = typer.Option("dev0", "--account", help="devN, env, a keystore name or address.")
 YES = typer.Option(False, "--yes", help="Do not ask before sending.")
-
-
-def default_dispute_bond(
-    colluding_ppm: int,
-    validators_per_check: int,
-    bounty_wei: int,
-    rounds: int,
-    fee_bps: int,
-    slash_wei: int,
-    validator_slash_wei: int,
-    unit_wei: int,
-) -> int:
-    """The least dispute bond with which no appeal pays (`least_dispute_bond`), rounded up to whole tokens; the
-    validator slash where the numbers are out of range (the parameter check then names them)."""
-    if not (1 <= validators_per_check <= MAX_COMMITTEE and colluding_ppm <= MAX_COLLUDING_SHARE_PPM and rounds >= 1):
-        return validator_slash_wei
-    gain = (
-        max_submission_reward(bounty_wei, rounds, fee_bps)
-        + slash_wei
-        + validators_per_check * validator_slash_wei
-        + max_round_fee(bounty_wei, rounds, fee_bps)
-    )
-    least = least_dispute_bond(colluding_ppm, validators_per_check, gain, validator_slash_wei)
-    return -(-least // unit_wei) * unit_wei
-
-
-@dataclass(frozen=True)
-class Draft:
-    """A task as `create` would send it: its parameters, checked, with the deterrence line people read."""
-
-    crucible: Crucible
-    params: TaskParams
-    env_cid: str
-    summary: str
-
-
-def _draft(cli: CliContext, options: dict[str, Any]) -> Draft:
-    """The parameters `task create` and `task plan` build from their options, checked (one line naming the option
-    and nothing sent when they are refused, or when cheating would pay)."""
-    o = SimpleNamespace(**options)
-    checked_cid(o.model, "model CID")
-    env_cid = env_cid_of(o.env)
-    if not o.skip_availability_check:
-        check_served(o.model, env_cid, o.store)
-    crucible = cli.crucible()
-    decimals = crucible.decimals
-    bounty_wei = cli.tokens(o.bounty, "bounty")
-    if o.rounds < 1:
-        raise ConfigError(f"--rounds must be at least 1, got {o.rounds}")
-    sample_ppm = fraction(o.sample_rate, "--sample-rate", PPM, allow_zero=False)
-    fee_bps = fraction(o.validator_fee, "--validator-fee", BPS)
-    colluding_ppm = fraction(o.colluding_share, "--colluding-share", PPM)
-    canary_ppm = fraction(o.canary_rate, "--canary-rate", PPM)
-    finder_bps = fraction(o.finder_share, "--finder-share", BPS)
-    unit = 10**decimals
-    if o.slash is None:
-        # Out-of-range numbers get the default a valid one would; the parameter check below names them.
-        per_check = o.validators_per_check if 1 <= o.validators_per_check <= MAX_COMMITTEE else 1
-        slash_wei = least_deterrent_slash(
-            sample_ppm,
-            min(colluding_ppm, MAX_COLLUDING_SHARE_PPM),
-            per_check,
-            finder_bps,
-            max_submission_reward(bounty_wei, o.rounds, fee_bps),
-            max_round_fee(bounty_wei, o.rounds, fee_bps),
-            unit,
-        )
-    else:
-        slash_wei = cli.tokens(o.slash, "slash")
-    validator_slash_wei = cli.tokens(o.validator_slash, "validator slash") if o.validator_slash else slash_wei // 10
-    min_stake_wei = cli.tokens(o.min_stake, "min stake") if o.min_stake is not None else slash_wei
-    try:
-        params = TaskParams(
-            bounty_wei=bounty_wei,
-            rounds=o.rounds,
-            sample_rate_ppm=sample_ppm,
-            validators_per_check=o.validators_per_check,
-            validator_fee_bps=fee_bps,
-            finder_share_bps=finder_bps,
-            slash_wei=slash_wei,
-            validator_slash_wei=validator_slash_wei,
-            min_trainer_stake_wei=min_stake_wei,
-            min_validator_stake_wei=(
-                cli.tokens(o.min_validator_stake, "min validator stake")
-                if o.min_validator_stake
-                else min_stake_wei // 10
-            ),
-            dispute_bond_wei=(
-                cli.tokens(o.dispute_bond, "dispute bond")
-                if o.dispute_bond
-                else default_dispute_bond(
-                    colluding_ppm,
-                    o.validators_per_check,
-                    bounty_wei,
-                    o.rounds,
-                    fee_bps,
-                    slash_wei,
-                    validator_slash_wei,
-                    unit,
-                )
-            ),
-            max_work_units=o.max_work_units,
-            submit_window_s=o.submit_window,
-            validate_window_s=o.validate_window,
-            challenge_window_s=o.challenge_window,
-            colluding_share_ppm=colluding_ppm,
-            max_staleness=o.max_staleness,
-            canary_rate_ppm=canary_ppm,
-        )
-    except ValidationError as error:
-        field, message, bound = first_problem(error)
-        if field.endswith("_wei") and isinstance(bound, int):  # a limit of a token amount, in tokens as typed
-            message = message.replace(str(bound), format_tokens(bound, decimals, crucible.symbol))
-        where = f"{OPTION_OF.get(field, field)}: " if field else ""
-        raise ConfigError(f"task parameters refused: {where}{message}") from None
-    ratio = params.deterrence
-    symbol = crucible.symbol
-    slash_text = format_tokens(params.slash_wei, decimals, symbol)
-    reward_text = format_tokens(params.max_reward_wei, decimals, symbol)
-    shown_ratio = f"{ratio:.3f}" if ratio != float("inf") else "unbounded"
-    caught = params.caught / (PPM * ONE)
-    expected = format_tokens(round(abs(params.expected_cheat_gain_wei)), decimals, symbol)
-    summary = (
-        f"deterrence {shown_ratio} (at least 1 passes): a cheat is caught with probability q = {caught:.3f} "
-        f"(checked with p = {o.sample_rate:g}, and honest validators hold most of its {o.validators_per_check} "
-        f"positions while up to {o.colluding_share:.1%} of validator stake colludes) and then loses up to "
-        f"S = {slash_text} (less the finder's share its colluders take back); uncaught it earns at most "
-        f"R = {reward_text}; over the whole game, appeal included, a cheat expects "
-        f"{'to lose' if params.expected_cheat_gain_wei <= 0 else 'to GAIN'} {expected}"
-    )
-    if not params.deters:
-        raise ConfigError(
-            f"{summary}; cheating would pay: raise --slash or --sample-rate, or lower --colluding-share (nothing sent)"
-        )
-    return Draft(crucible, params, env_cid, summary)
 
 
 @app.command()
@@ -252,7 +106,7 @@ def create(
     """Create a task: shows its plan (`task plan`) and the deterrence ratio, asks, escrows the bounty and prints
     the task id. A task whose plan finds no reward signal is refused without --force."""
     cli = context(ctx)
-    draft = _draft(cli, locals())
+    draft = draft_task(cli, locals())
     crucible, params = draft.crucible, draft.params
     signer = cli.signer(account)
     crucible.require_balance(signer.address, params.bounty_wei, "bounty")
@@ -287,7 +141,7 @@ def plan(ctx: typer.Context, **options: Any) -> None:
     sample of its prompts), will it be checked (validators staked against a check's positions), how long a round
     takes here and which windows keep trainers busy, what a round costs in gas. Sends nothing."""
     cli = context(ctx)
-    draft = _draft(cli, options)
+    draft = draft_task(cli, options)
     found = make_plan(draft.crucible, draft.params, options["model"], draft.env_cid, options["store"],
                       trainers=options["trainers"], device=options["device"],
                       measure=not options["skip_availability_check"])  # fmt: skip

@@ -1,15 +1,35 @@
-"""What `crucible task create` checks before it sends anything: its options in the contract's units,
-the environment spec, and that the store serves the model and the spec, and that they fit."""
+"""What `crucible task create` (and `task plan`) checks before it sends anything: its options in the contract's
+units, checked and turned into the task's parameters with the deterrence line (`draft_task`), the environment
+spec, and that the store serves the model and the spec, and that they fit."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+from pydantic import ValidationError
+
+from cli.context import CliContext
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.store import keep_local_copy
-from protocol.errors import ConfigError
-from protocol.values import is_cid
+from protocol.chain.client import Crucible
+from protocol.chain.params import (
+    BPS,
+    MAX_COLLUDING_SHARE_PPM,
+    MAX_COMMITTEE,
+    ONE,
+    PPM,
+    TaskParams,
+    least_deterrent_slash,
+    least_dispute_bond,
+    max_round_fee,
+    max_submission_reward,
+)
+from protocol.errors import ConfigError, first_problem
+from protocol.values import checked_cid, format_tokens, is_cid
 
 # The option a person typed for each TaskParams field, so that a refusal names it.
 OPTION_OF = {
@@ -92,3 +112,138 @@ def check_served(model_cid: str, env_cid: str, store_text: str | None) -> None:
         check_model_fits(manifest.model_config_data or {}, spec)
     except ConfigError as error:
         raise ConfigError(f"{error}: the spec does not fit the model {model_cid} (nothing sent)") from None
+
+
+def default_dispute_bond(
+    colluding_ppm: int,
+    validators_per_check: int,
+    bounty_wei: int,
+    rounds: int,
+    fee_bps: int,
+    slash_wei: int,
+    validator_slash_wei: int,
+    unit_wei: int,
+) -> int:
+    """The least dispute bond with which no appeal pays (`least_dispute_bond`), rounded up to whole tokens; the
+    validator slash where the numbers are out of range (the parameter check then names them)."""
+    if not (1 <= validators_per_check <= MAX_COMMITTEE and colluding_ppm <= MAX_COLLUDING_SHARE_PPM and rounds >= 1):
+        return validator_slash_wei
+    gain = (
+        max_submission_reward(bounty_wei, rounds, fee_bps)
+        + slash_wei
+        + validators_per_check * validator_slash_wei
+        + max_round_fee(bounty_wei, rounds, fee_bps)
+    )
+    least = least_dispute_bond(colluding_ppm, validators_per_check, gain, validator_slash_wei)
+    return -(-least // unit_wei) * unit_wei
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A task as `create` would send it: its parameters, checked, with the deterrence line people read."""
+
+    crucible: Crucible
+    params: TaskParams
+    env_cid: str
+    summary: str
+
+
+def draft_task(cli: CliContext, options: dict[str, Any]) -> Draft:
+    """The parameters `task create` and `task plan` build from their options, checked (one line naming the option
+    and nothing sent when they are refused, or when cheating would pay)."""
+    o = SimpleNamespace(**options)
+    checked_cid(o.model, "model CID")
+    env_cid = env_cid_of(o.env)
+    if not o.skip_availability_check:
+        check_served(o.model, env_cid, o.store)
+    crucible = cli.crucible()
+    decimals = crucible.decimals
+    bounty_wei = cli.tokens(o.bounty, "bounty")
+    if o.rounds < 1:
+        raise ConfigError(f"--rounds must be at least 1, got {o.rounds}")
+    sample_ppm = fraction(o.sample_rate, "--sample-rate", PPM, allow_zero=False)
+    fee_bps = fraction(o.validator_fee, "--validator-fee", BPS)
+    colluding_ppm = fraction(o.colluding_share, "--colluding-share", PPM)
+    canary_ppm = fraction(o.canary_rate, "--canary-rate", PPM)
+    finder_bps = fraction(o.finder_share, "--finder-share", BPS)
+    unit = 10**decimals
+    if o.slash is None:
+        # Out-of-range numbers get the default a valid one would; the parameter check below names them.
+        per_check = o.validators_per_check if 1 <= o.validators_per_check <= MAX_COMMITTEE else 1
+        slash_wei = least_deterrent_slash(
+            sample_ppm,
+            min(colluding_ppm, MAX_COLLUDING_SHARE_PPM),
+            per_check,
+            finder_bps,
+            max_submission_reward(bounty_wei, o.rounds, fee_bps),
+            max_round_fee(bounty_wei, o.rounds, fee_bps),
+            unit,
+        )
+    else:
+        slash_wei = cli.tokens(o.slash, "slash")
+    validator_slash_wei = cli.tokens(o.validator_slash, "validator slash") if o.validator_slash else slash_wei // 10
+    min_stake_wei = cli.tokens(o.min_stake, "min stake") if o.min_stake is not None else slash_wei
+    try:
+        params = TaskParams(
+            bounty_wei=bounty_wei,
+            rounds=o.rounds,
+            sample_rate_ppm=sample_ppm,
+            validators_per_check=o.validators_per_check,
+            validator_fee_bps=fee_bps,
+            finder_share_bps=finder_bps,
+            slash_wei=slash_wei,
+            validator_slash_wei=validator_slash_wei,
+            min_trainer_stake_wei=min_stake_wei,
+            min_validator_stake_wei=(
+                cli.tokens(o.min_validator_stake, "min validator stake")
+                if o.min_validator_stake
+                else min_stake_wei // 10
+            ),
+            dispute_bond_wei=(
+                cli.tokens(o.dispute_bond, "dispute bond")
+                if o.dispute_bond
+                else default_dispute_bond(
+                    colluding_ppm,
+                    o.validators_per_check,
+                    bounty_wei,
+                    o.rounds,
+                    fee_bps,
+                    slash_wei,
+                    validator_slash_wei,
+                    unit,
+                )
+            ),
+            max_work_units=o.max_work_units,
+            submit_window_s=o.submit_window,
+            validate_window_s=o.validate_window,
+            challenge_window_s=o.challenge_window,
+            colluding_share_ppm=colluding_ppm,
+            max_staleness=o.max_staleness,
+            canary_rate_ppm=canary_ppm,
+        )
+    except ValidationError as error:
+        field, message, bound = first_problem(error)
+        if field.endswith("_wei") and isinstance(bound, int):  # a limit of a token amount, in tokens as typed
+            message = message.replace(str(bound), format_tokens(bound, decimals, crucible.symbol))
+        where = f"{OPTION_OF.get(field, field)}: " if field else ""
+        raise ConfigError(f"task parameters refused: {where}{message}") from None
+    ratio = params.deterrence
+    symbol = crucible.symbol
+    slash_text = format_tokens(params.slash_wei, decimals, symbol)
+    reward_text = format_tokens(params.max_reward_wei, decimals, symbol)
+    shown_ratio = f"{ratio:.3f}" if ratio != float("inf") else "unbounded"
+    caught = params.caught / (PPM * ONE)
+    expected = format_tokens(round(abs(params.expected_cheat_gain_wei)), decimals, symbol)
+    summary = (
+        f"deterrence {shown_ratio} (at least 1 passes): a cheat is caught with probability q = {caught:.3f} "
+        f"(checked with p = {o.sample_rate:g}, and honest validators hold most of its {o.validators_per_check} "
+        f"positions while up to {o.colluding_share:.1%} of validator stake colludes) and then loses up to "
+        f"S = {slash_text} (less the finder's share its colluders take back); uncaught it earns at most "
+        f"R = {reward_text}; over the whole game, appeal included, a cheat expects "
+        f"{'to lose' if params.expected_cheat_gain_wei <= 0 else 'to GAIN'} {expected}"
+    )
+    if not params.deters:
+        raise ConfigError(
+            f"{summary}; cheating would pay: raise --slash or --sample-rate, or lower --colluding-share (nothing sent)"
+        )
+    return Draft(crucible, params, env_cid, summary)
