@@ -26,11 +26,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from eth_account import Account
 from eth_account.messages import encode_defunct
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from protocol.artifacts.cid import CidVerifier
 from protocol.artifacts.fetch import Fetcher
@@ -235,6 +237,22 @@ class _Slot:
         self.close()
 
 
+class _SlotResponse(StreamingResponse):
+    """Streams a `_Slot` and gives the slot back as soon as the response is over, however it
+    ended: sent in full, or cut short by a client that went away (the body's thread may still be
+    inside its last read; waiting for the garbage collector held the slot for seconds)."""
+
+    def __init__(self, slot: _Slot, **kwargs: Any) -> None:
+        super().__init__(slot, **kwargs)
+        self.slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slot.close()
+
+
 def create_app(settings: RelaySettings) -> FastAPI:
     """Returns the relay's FastAPI application."""
     relay = Relay(settings)
@@ -283,7 +301,7 @@ def create_app(settings: RelaySettings) -> FastAPI:
         if not relay.admit():
             return Response(status_code=503, headers={"Retry-After": "1"}, content=b"busy: ask another relay")
         body = _Slot(relay, relay.chunks(cid, start, end))
-        return StreamingResponse(body, status_code=status, headers=headers, media_type="application/octet-stream")
+        return _SlotResponse(body, status_code=status, headers=headers, media_type="application/octet-stream")
 
     @app.put("/ipfs/{cid}")
     async def upload(cid: str, request: Request) -> Response:

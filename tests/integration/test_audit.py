@@ -16,7 +16,15 @@ import httpx
 import pytest
 from helpers.amounts import assert_amounts_in_wei
 from helpers.browser import browser_page, explorer_process, screenshot
-from helpers.devnet import TOKEN, create_small_task, credits, fix_check_seed_where, funded_account, warp
+from helpers.devnet import (
+    TOKEN,
+    create_small_task,
+    credits,
+    fix_check_seed_where,
+    fix_dispute_seed_where,
+    funded_account,
+    warp,
+)
 
 from auditor.index import EventIndex, default_index_path
 from protocol.accounts import Signer
@@ -56,12 +64,9 @@ def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balanc
     for signer, _ in trainers.values():
         crucible.stake(signer, 1200 * TOKEN, Role.TRAINER)
     validators = {name: funded_account(crucible, dev[0], f"audit-{name}") for name in ("v1", "v2", "lazy")}
-    # The appeal's committee is one position drawn over the seats (validatorsPerCheck 1): with equal seats it was
-    # the lazy validator one time in three, and the dispute below was overruled. The honest validators hold
-    # 1,000-token seats, the lazy one the minimum (100): it sits on the committee ~5 % of the time.
-    for name, (signer, _) in validators.items():
-        crucible.stake(signer, (200 if name == "lazy" else 1000) * TOKEN, Role.VALIDATOR)
-        crucible.join_task(signer, task_id, None if name == "lazy" else 1000 * TOKEN)
+    for signer, _ in validators.values():
+        crucible.stake(signer, 200 * TOKEN, Role.VALIDATOR)
+        crucible.join_task(signer, task_id)
     auditor, auditor_key = funded_account(crucible, dev[0], "audit-auditor")
     address = {name: signer.address for name, (signer, _) in {**trainers, **validators}.items()}
     ids = {name: submission_id(task_id, 0, address[name]) for name in trainers}
@@ -74,9 +79,16 @@ def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balanc
     crucible = fix_check_seed_where(rpc, deployment, dev[9], task_id, lambda view: (
         view.assigned_validators(ids["cheat-a"]) == [address["lazy"]]
         and view.assigned_validators(ids["cheat-b"]) != [address["lazy"]]))  # fmt: skip
-    for name, (_, key) in validators.items():
-        adversary = ["--adversary", "lazy"] if name == "lazy" else []
-        roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1", *adversary, key=key)
+
+    def start_validators() -> list[Any]:
+        command = ["--task", str(task_id), "--account", "env", "--rounds", "1"]
+        lazy = ["--adversary", "lazy"]
+        return [
+            roles.start("validator", *command, *(lazy if n == "lazy" else []), key=k)
+            for n, (_, k) in validators.items()
+        ]
+
+    validator_processes = start_validators()
     roles.wait_for("three attestations", lambda: len(crucible.events("TaskMarket", "Attested")) >= 3, 600)
     assert not crucible.submission(ids["cheat-a"]).rejected and crucible.submission(ids["cheat-b"]).rejected
     deadlines = crucible.deadlines(task_id, 0)
@@ -110,11 +122,22 @@ def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balanc
     assert refused.returncode == 1 and "malformed submission id" in refused.stderr
     assert crucible.chain.w3.eth.get_transaction_count(auditor.address) == nonce
 
+    # The appeal's committee is one position drawn over the whole seat stake, the lazy validator's third
+    # included (it then overrules the dispute). The test holds the validators (killed, journals kept) while
+    # it picks a committee seed without the lazy one, and starts them again.
+    for process in validator_processes:
+        roles.kill(process)
     disputed = cli(crucible_home, rpc, book, "audit", "dispute", hex(ids["cheat-a"]), "--account", "env", "--yes",
                    "--json", key=auditor_key)  # fmt: skip
     assert disputed.returncode == 0, disputed.stderr
     sent = json.loads(disputed.stdout)
     assert sent["failed_check"] == "rewards" and int(sent["bond_wei"]) == params.dispute_bond_wei
+
+    cheat_a = ids["cheat-a"]
+    crucible = fix_dispute_seed_where(
+        rpc, deployment, dev[9], cheat_a, lambda v: address["lazy"] not in v.dispute_committee(cheat_a)
+    )
+    start_validators()
 
     def mine() -> None:  # a devnet mines only on traffic; a dispute's committee needs the next block
         crucible.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
