@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import resource
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +32,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Puts the files of LONGEST_FIRST first, in that order (a stable sort: each file's tests stay together)."""
     rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this worker and of the children it has waited for (role processes, Anvils)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """With CRUCIBLE_TEST_CPU_LOG set, appends each test's wall and CPU seconds (setup to teardown) to
+    that file as a JSON line: on two cores the suite is CPU-bound, and wall times under load hide
+    which tests cost the most. `python -m bench.test_cpu FILE` sums them by file."""
+    log = os.environ.get("CRUCIBLE_TEST_CPU_LOG")
+    wall, cpu = time.monotonic(), _cpu_seconds()
+    yield
+    if log:
+        wall, cpu = time.monotonic() - wall, _cpu_seconds() - cpu
+        line = {"test": item.nodeid, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2)}
+        with open(log, "a") as out:
+            out.write(json.dumps(line) + "\n")
 
 
 @pytest.fixture(autouse=True)
