@@ -56,7 +56,7 @@ $(DEBIAN_STAMP): Makefile
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+	npm ci --prefer-offline --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # torch first (the CPU build on this machine's disk), then toploc built from its sdist against it:

@@ -11,7 +11,7 @@ import typer
 
 from cli.context import context
 from cli.output import emit_json, stderr, stdout
-from protocol.artifacts.backends import relay_urls
+from protocol.artifacts.backends import open_store, relay_urls
 from protocol.config import crucible_home
 from protocol.errors import ConfigError
 
@@ -43,7 +43,9 @@ def cid(
 def put(
     ctx: typer.Context,
     file: Path = typer.Argument(..., help="The file."),
-    to: str = typer.Option(..., "--to", help="A local store folder, or relay URLs separated by commas."),
+    to: str = typer.Option(
+        ..., "--to", help="A local store folder, relay URLs separated by commas, or kubo:API_URL (an IPFS node)."
+    ),
     account: str = typer.Option("dev0", "--account", help="Who signs relay uploads."),
     json_output: bool = JSON,
 ) -> None:
@@ -54,7 +56,9 @@ def put(
     if not file.is_file():
         raise ConfigError(f"no such file: {file}")
     relays = relay_urls(to)
-    if relays is None:
+    if to.startswith("kubo:"):
+        value = open_store(to).put(file.read_bytes())
+    elif relays is None:
         value = LocalStore(Path(to)).put_file(file)
     else:
         signer = context(ctx).signer(account)
@@ -70,7 +74,9 @@ def put(
 @app.command()
 def get(
     cid_text: str = typer.Argument(..., metavar="CID", help="The CID."),
-    sources: str = typer.Option(..., "--from", help="A local store folder, or relay URLs separated by commas."),
+    sources: str = typer.Option(
+        ..., "--from", help="A local store folder, relay URLs separated by commas, or kubo:API_URL (an IPFS node)."
+    ),
     out: Path = typer.Option(..., "--out", help="Where to write the bytes (nothing is written unless all check out)."),
     json_output: bool = JSON,
 ) -> None:
@@ -79,8 +85,11 @@ def get(
     from protocol.artifacts.store import LocalStore, safe_cid
 
     value = safe_cid(cid_text)
-    relays = relay_urls(sources)
-    if relays is None:
+    data: bytes | None = None  # the bytes, when they came whole from an IPFS node
+    if sources.startswith("kubo:"):
+        data = open_store(sources).get(value)  # checked against the CID
+        report = FetchReport(value, len(data))
+    elif (relays := relay_urls(sources)) is None:
         store = LocalStore(Path(sources))
         if not store.has(value):
             raise ConfigError(f"{value} is not in the local store {sources}")
@@ -89,12 +98,15 @@ def get(
         store = LocalStore(crucible_home() / "store")
         report = Fetcher(relays, store, show_progress=not json_output).fetch_many([value])[0]
     # Re-checked as it is copied, then renamed into place: --out appears whole or not at all.
-    store.get(value)
     out.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
     os.close(descriptor)
     try:
-        shutil.copyfile(store.path_for(value), temporary)
+        if data is None:
+            store.get(value)
+            shutil.copyfile(store.path_for(value), temporary)
+        else:
+            Path(temporary).write_bytes(data)
         os.replace(temporary, out)
     finally:
         Path(temporary).unlink(missing_ok=True)
@@ -112,16 +124,15 @@ def get(
 def pin(
     cid_text: str = typer.Argument(..., metavar="CID", help="The CID."),
     store_dir: str = typer.Option(None, "--store", help="A local store folder (default: the state folder's)."),
-    kubo: str = typer.Option(None, "--kubo", help="Pin on a Kubo node instead: its RPC API URL."),
+    kubo: str = typer.Option(None, "--kubo", help="Pin on an IPFS node instead: its (Kubo) RPC API URL."),
     json_output: bool = JSON,
 ) -> None:
-    """Pin a CID in a local store or on a Kubo node."""
-    from protocol.artifacts.kubo import KuboStore
+    """Pin a CID in a local store or on an IPFS node."""
     from protocol.artifacts.store import LocalStore, safe_cid
 
     value = safe_cid(cid_text)
     if kubo:
-        KuboStore(kubo).pin(value)
+        open_store(f"kubo:{kubo}").pin(value)
     else:
         LocalStore(Path(store_dir) if store_dir else crucible_home() / "store").pin(value)
     if json_output:

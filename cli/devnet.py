@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -9,6 +10,7 @@ import typer
 from cli.context import confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stderr, stdout
 from protocol.accounts import load_signer
+from protocol.artifacts.ipfs_node import devnet_ipfs_down, devnet_ipfs_status, devnet_ipfs_up
 from protocol.chain import devnet
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import DEFAULT_UNBONDING_S, DEVNET_UNBONDING_S, Deployment, deploy, is_live
@@ -43,11 +45,15 @@ def up(
     block_time: int = typer.Option(
         None, "--block-time", help="Seconds between blocks (default: anvil.env's, 1); 0: a block per transaction."
     ),
+    ipfs: bool = typer.Option(
+        False, "--ipfs", help="Also start an IPFS daemon (js-ipfs, offline) for `--store kubo:URL`; prints its URL."
+    ),
     json_output: bool = JSON,
 ) -> None:
     """Start Anvil in the background, deploy the contracts, fund dev0-dev9 and write the address book."""
     cli = context(ctx)
     current = devnet.up(port, block_time)
+    daemon = devnet_ipfs_up() if ipfs else devnet_ipfs_status()
     cli.rpc = current.rpc_url
     chain = cli.chain()
     deployment, deployed = _ensure_deployed(chain, cli.deployment_file())
@@ -68,6 +74,7 @@ def up(
                 "deployment": str(cli.deployment_file()),
                 "deployed": deployed,
                 "addresses": addresses,
+                "ipfs_api": daemon.api_url,
             }
         )
         return
@@ -80,6 +87,8 @@ def up(
         ("blocks", _blocks(current.block_time_s)),
     ]
     rows += [(name, address) for name, address in addresses.items()]
+    if daemon.running:
+        rows.append(("IPFS API", f"{daemon.api_url} (use --store kubo:{daemon.api_url})"))
     rows.append(("address book", f"{cli.deployment_file()} ({'written' if deployed else 'already deployed'})"))
     rows.append(
         (
@@ -93,25 +102,30 @@ def up(
 
 @app.command()
 def down(json_output: bool = JSON) -> None:
-    """Stop the background Anvil; its state stays in the state folder for the next `up`."""
-    stopped = devnet.down()
+    """Stop the background Anvil (and the IPFS daemon, if one runs); their state stays for the next `up`."""
+    stopped, ipfs_stopped = devnet.down(), devnet_ipfs_down()
     if json_output:
-        emit_json({"stopped": stopped})
-    else:
-        stdout.print("devnet stopped" if stopped else "devnet was not running")
+        emit_json({"stopped": stopped, "ipfs_stopped": ipfs_stopped})
+        return
+    stdout.print("devnet stopped" if stopped else "devnet was not running")
+    if ipfs_stopped:
+        stdout.print("IPFS daemon stopped")
 
 
 @app.command()
 def status(json_output: bool = JSON) -> None:
-    """Say whether the background Anvil runs."""
-    current = devnet.status()
+    """Say whether the background Anvil (and an IPFS daemon beside it) runs."""
+    current, daemon = devnet.status(), devnet_ipfs_status()
     if json_output:
-        emit_json(current)
-    elif current.running:
+        emit_json({**asdict(current), "ipfs": asdict(daemon)})
+        return
+    if current.running:
         stdout.print(f"devnet running at {current.rpc_url} (pid {current.pid}, {_blocks(current.block_time_s)}, "
                      f"state in {current.state_dir})")  # fmt: skip
     else:
         stdout.print("devnet not running")
+    if daemon.running:
+        stdout.print(f"IPFS daemon running at {daemon.api_url} (pid {daemon.pid}; --store kubo:{daemon.api_url})")
 
 
 def _blocks(block_time_s: int | None) -> str:

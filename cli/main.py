@@ -112,6 +112,9 @@ def demo(
         "--canary-rate",
         help="The task's canary rate (0 to 0.5); above 0, canary nodes plant the creator's known-bad work every round.",
     ),
+    store: str = typer.Option(
+        "local", "--store", help="local (one shared folder) or kubo (an IPFS daemon started for the run)."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:
     """Run a whole decentralised RL task on a private devnet: trainers (one cheating) and validators as
@@ -138,6 +141,7 @@ def demo(
         unsafe_no_validation=unsafe_no_validation,
         validator_adversaries=list(validator_adversary),
         canary_rate=canary_rate,
+        store=store,
     )
     run_demo(options, json_output)
 

@@ -18,6 +18,8 @@ from protocol.ml.importing import PACKAGED
 from protocol.ml.model import SIZES
 from validator.adversary import ADVERSARIES as VALIDATOR_ADVERSARIES
 
+STORES = ("local", "kubo")
+
 
 @dataclass
 class DemoOptions:
@@ -51,6 +53,9 @@ class DemoOptions:
     # The task's canary rate (a share of a round's submissions, at most half); above 0, canary nodes (as many as
     # the rate of the trainers, at least one) plant the creator's canaries every round.
     canary_rate: float = 0.0
+    # Where every artifact goes: "local" (one folder all the demo's processes share) or "kubo" (an IPFS daemon the
+    # demo starts, each role process reading and writing through its RPC API with `--store kubo:URL`).
+    store: str = "local"
 
     @property
     def canary_nodes(self) -> int:
@@ -97,6 +102,8 @@ class DemoOptions:
             if name not in VALIDATOR_ADVERSARIES:
                 choices = ", ".join(sorted(VALIDATOR_ADVERSARIES))
                 raise ConfigError(f"unknown validator adversary {name!r}: one of {choices}")
+        if self.store not in STORES:
+            raise ConfigError(f"--store must be one of {', '.join(STORES)}, got {self.store!r}")
         if not 0 <= self.canary_rate <= MAX_CANARY_RATE_PPM / PPM:
             raise ConfigError(f"--canary-rate must be in [0, {MAX_CANARY_RATE_PPM / PPM}], got {self.canary_rate}")
         unknown = not self.made_up and self.model not in PACKAGED and not (Path(self.model) / "config.json").is_file()

@@ -32,8 +32,10 @@ from demo.children import Children
 from demo.clock import Clock, round_final
 from demo.options import LONG_WINDOW_S, DemoOptions
 from protocol.accounts import Signer, load_signer
+from protocol.artifacts.backends import open_store
+from protocol.artifacts.ipfs_node import start_private_ipfs
 from protocol.artifacts.manifest import load_manifest
-from protocol.artifacts.store import LocalStore
+from protocol.artifacts.store import Store
 from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
@@ -94,6 +96,8 @@ class Demo:
         self.anvil = devnet.start_private_anvil(
             self.home / "logs" / "anvil.log", block_time_s=devnet_settings().block_time_s
         )
+        self.ipfs = start_private_ipfs(self.home / "ipfs") if self.options.store == "kubo" else None
+        self.store_text = str(self.home / "store") if self.ipfs is None else f"kubo:{self.ipfs.api_url}"
         self.children = Children(self.home, self.anvil.rpc_url, self.home / "deployment.json")
         # Ctrl-C and SIGTERM both end in __exit__, even where a shell started us with SIGINT ignored.
         self._previous = [signal.signal(number, _interrupt) for number in (signal.SIGINT, signal.SIGTERM)]
@@ -104,6 +108,8 @@ class Demo:
             signal.signal(number, handler)
         self.children.stop_all()
         self.anvil.stop()
+        if self.ipfs is not None:
+            self.ipfs.stop()
         with contextlib.suppress(OSError):
             shutil.copytree(self.home / "logs", self.kept_logs, dirs_exist_ok=True)
         shutil.rmtree(self.home, ignore_errors=True)
@@ -121,7 +127,7 @@ class Demo:
     def keep(self) -> str:
         """Starts the explorer over the finished task; returns its URL (stop with Ctrl-C)."""
         self.children.start("explorer", ["explorer", "serve", "--port", str(self.options.port), "--no-evaluate",
-                                         "--store", str(self.home / "store"), "--index",
+                                         "--store", self.store_text, "--index",
                                          str(self.home / "index.sqlite")])  # fmt: skip
         return f"http://127.0.0.1:{self.options.port}"
 
@@ -135,7 +141,7 @@ class Demo:
 
     def _walk(self, crucible: Crucible, creator: Signer, home: Path, children: Children) -> dict[str, Any]:
         options = self.options
-        store = LocalStore(home / "store")
+        store = open_store(self.store_text)
         spec = options.spec()
         if options.made_up:
             steps = options.warmup_steps
@@ -195,6 +201,8 @@ class Demo:
             "--json",
             "--poll",
             "0.5",
+            "--store",
+            self.store_text,
         ]
         cores = os.cpu_count() or 1
         for person in people:
@@ -312,7 +320,7 @@ class Demo:
         return found
 
     @staticmethod
-    def _rollout_reward(audit: RoundAudit, store: LocalStore) -> float | None:
+    def _rollout_reward(audit: RoundAudit, store: Store) -> float | None:
         """Mean reward of the round's accepted rollouts: the checkpoint's policy on thousands of training
         prompts (RL's own objective, a far smaller error than the held-out set's 200 problems)."""
 
@@ -325,7 +333,7 @@ class Demo:
         return sum(rewards) / len(rewards) if rewards else None
 
     def _summary(
-        self, crucible: Crucible, home: Path, store: LocalStore, task_id: int, people: list[Participant], refund: int
+        self, crucible: Crucible, home: Path, store: Store, task_id: int, people: list[Participant], refund: int
     ) -> dict[str, Any]:
 
         index = EventIndex(crucible, home / "index.sqlite")

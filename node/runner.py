@@ -17,6 +17,7 @@ from node.adversary import Adversary
 from node.canary import Canary
 from node.work import Progress, RoundWork, produce_work
 from protocol.accounts import Signer
+from protocol.artifacts.backends import describe_store
 from protocol.artifacts.store import LocalStore, Store
 from protocol.chain.client import Crucible, Role, TaskState
 from protocol.chain.ids import submission_id
@@ -140,7 +141,8 @@ class TrainerNode(Participant):
         task_id = self.options.task_id
         started = time.perf_counter()
         self.warn_if_unchecked()
-        self.reporter.event("started", task=task_id, node=self.address, adversary=self._adversary_name())
+        self.reporter.event("started", task=task_id, node=self.address, adversary=self._adversary_name(),
+                            store=describe_store(self.store))  # fmt: skip
 
         def one_pass() -> bool:
             task = self.crucible.task(task_id)

@@ -13,6 +13,7 @@ import pytest
 from helpers.devnet import BLOCK_TIME_S
 
 from protocol.accounts import Signer, load_signer
+from protocol.artifacts.ipfs_node import IpfsNode, start_private_ipfs
 from protocol.chain import devnet
 from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
@@ -69,6 +70,14 @@ def crucible_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilNode]:
     """One real Anvil for the test session, on a free port, mining every `BLOCK_TIME_S` seconds."""
     node = devnet.start_private_anvil(tmp_path_factory.mktemp("anvil") / "anvil.log", block_time_s=BLOCK_TIME_S)
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="session")
+def ipfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IpfsNode]:
+    """One real IPFS daemon (js-ipfs, offline) for the test session, on free ports; started on first use."""
+    node = start_private_ipfs(tmp_path_factory.mktemp("ipfs"))
     yield node
     node.stop()
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.accounts import Signer
+from protocol.artifacts.backends import describe_store
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import aggregator_positions, assigned_positions, bits_within, is_sampled
 from protocol.chain.client import Crucible, Role, SubmissionState
@@ -155,6 +156,7 @@ class Validator(Participant):
             task=task_id,
             validator=self.address,
             adversary=self.options.adversary.name if self.options.adversary else None,
+            store=describe_store(self.store),
         )
 
         def one_pass() -> bool:

@@ -20,7 +20,10 @@ def default_store() -> LocalStore:
 
 
 def relay_urls(text: str) -> list[str] | None:
-    """Relay URLs of a comma-separated list, or None when `text` names a local store folder."""
+    """Relay URLs of a comma-separated list, or None when `text` names a local store folder or (`kubo:`)
+    an IPFS node."""
+    if text.startswith("kubo:"):
+        return None
     parts = [part.strip() for part in text.split(",") if part.strip()]
     for part in parts:
         scheme, separator, _ = part.partition("://")
@@ -46,3 +49,14 @@ def open_store(text: str | None, signer: Signer | None = None) -> Store:
     if relays is None:
         return LocalStore(Path(text))
     return RelayStore(relays, default_store(), signer)
+
+
+def describe_store(store: Store) -> str:
+    """One line naming where a store keeps its bytes, for a role's `started` event."""
+    if isinstance(store, KuboStore):
+        return f"kubo:{store.api_url}"
+    if isinstance(store, RelayStore):
+        return ",".join(store.urls)
+    if isinstance(store, LocalStore):
+        return str(store.root)
+    return type(store).__name__

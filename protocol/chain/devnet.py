@@ -163,7 +163,8 @@ def _pid_file() -> Path:
     return devnet_dir() / "anvil.pid"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, exited but not reaped, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -181,7 +182,7 @@ def status() -> DevnetStatus:
     pid: int | None = None
     if _pid_file().exists():
         pid = json.loads(_pid_file().read_text())["pid"]
-    running = pid is not None and _alive(pid)
+    running = pid is not None and process_alive(pid)
     if not running:
         return DevnetStatus(running=False, rpc_url=settings.rpc_url, pid=None, state_dir=str(devnet_dir()))
     recorded = json.loads(_pid_file().read_text())
@@ -216,14 +217,22 @@ def down() -> bool:
     if not current.running or current.pid is None:
         _pid_file().unlink(missing_ok=True)
         return False
-    os.kill(current.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while _alive(current.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(current.pid):
-        os.kill(current.pid, signal.SIGKILL)
+    stop_process(current.pid)
     _pid_file().unlink(missing_ok=True)
     return True
+
+
+def stop_process(pid: int, grace_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `grace_s` seconds if it still runs."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if process_alive(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def advance_time(chain: Chain, seconds: int) -> int:

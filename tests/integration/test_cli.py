@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers.amounts import assert_amounts_in_wei
 
@@ -75,7 +76,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
     assert document["rpc_url"] == f"http://127.0.0.1:{port}"
     assert set(document["addresses"]) == {"DevToken", "StakeManager", "TaskMarket", "TaskMarketLens"}  # type: ignore[arg-type]
     yield Devnet(home, deployment, str(document["rpc_url"]))
-    assert crucible(home, "devnet", "down", "--json").json() == {"stopped": True}
+    assert crucible(home, "devnet", "down", "--json").json() == {"stopped": True, "ipfs_stopped": False}
 
 
 def create_task(env: str) -> list[str]:
@@ -359,21 +360,37 @@ def test_help_and_usage_errors() -> None:
 
 
 def test_devnet_state_survives_a_restart(tmp_path: Path) -> None:
-    """`down` saves Anvil's state in the state folder; the next `up` loads it, contracts and tasks included."""
+    """`down` saves Anvil's state in the state folder; the next `up` loads it, contracts and tasks included.
+    With `--ipfs`, an IPFS daemon runs beside it: `--store kubo:URL` works at once, `down` stops it, and
+    what it pinned is there after the next `up --ipfs`."""
     home, book = tmp_path / "home", tmp_path / "31337.json"
     port = str(devnet.free_port())
-    assert crucible(home, "devnet", "up", "--port", port, "--json", deployment=book).code == 0
+    up = crucible(home, "devnet", "up", "--port", port, "--ipfs", "--json", deployment=book)
+    assert up.code == 0, up.stderr
     try:
+        api = str(up.json()["ipfs_api"])
+        blob = tmp_path / "blob.bin"
+        blob.write_bytes(os.urandom(300_000))
+        put = crucible(home, "artifacts", "put", str(blob), "--to", f"kubo:{api}", "--json")
+        assert put.code == 0 and put.json()["cid"] == cid_of_bytes(blob.read_bytes()), put.stderr
+        status = crucible(home, "devnet", "status", "--json").json()
+        assert status["ipfs"] == {**status["ipfs"], "running": True, "api_url": api}  # type: ignore[dict-item]
         created = crucible(
             home, "task", "create", "--model", MODEL_CID, "--env", MODEL_CID, "--bounty", "10", "--rounds", "1",
             "--yes", "--json", "--skip-availability-check", deployment=book,
         ).json()  # fmt: skip
-        assert crucible(home, "devnet", "down", "--json").json() == {"stopped": True}
-        assert crucible(home, "devnet", "status", "--json").json()["running"] is False
-        again = crucible(home, "devnet", "up", "--port", port, "--json", deployment=book).json()
+        assert crucible(home, "devnet", "down", "--json").json() == {"stopped": True, "ipfs_stopped": True}
+        status = crucible(home, "devnet", "status", "--json").json()
+        assert status["running"] is False and status["ipfs"]["running"] is False  # type: ignore[index]
+        with pytest.raises(httpx.HTTPError):
+            httpx.post(f"{api}/api/v0/id", timeout=5)
+        again = crucible(home, "devnet", "up", "--port", port, "--ipfs", "--json", deployment=book).json()
         assert again["deployed"] is False, "the contracts came back with the state"
         tasks = crucible(home, "task", "list", "--json", deployment=book).json()["tasks"]
         assert [task["task_id"] for task in tasks] == [created["task_id"]]  # type: ignore[attr-defined]
+        out, cid = tmp_path / "back.bin", str(put.json()["cid"])
+        got = crucible(home, "artifacts", "get", cid, "--from", f"kubo:{again['ipfs_api']}", "--out", str(out))
+        assert got.code == 0 and out.read_bytes() == blob.read_bytes(), got.stderr
     finally:
         crucible(home, "devnet", "down")
 

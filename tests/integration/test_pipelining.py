@@ -21,13 +21,22 @@ def test_pipelined_rounds_keep_trainers_working_and_the_books_balanced(tmp_path:
     env = {**os.environ, "CRUCIBLE_HOME": str(tmp_path / "home")}
     # The made-up tiny model (it checks in seconds): 4 trainers, 2 of them red-team, 2 validators, 3 rounds,
     # staleness bound 1. The demo plays the devnet's clock (blocks every second meanwhile) and waits for each
-    # window's work, so the order of events below is the protocol's, not the test's.
+    # window's work, so the order of events below is the protocol's, not the test's. Every artifact goes
+    # through a real IPFS daemon (`--store kubo`), each role reading and writing over its RPC API.
     done = subprocess.run([CRUCIBLE, "demo", "--model", "tiny", "--warmup-steps", "100", "--prompts", "16",
                            "--rounds", "3", "--trainers", "4", "--validators", "2", "--adversary", "inflated-rewards",
-                           "--adversary", "too-stale", "--max-staleness", "1", "--eval-problems", "40", "--json"],
+                           "--adversary", "too-stale", "--max-staleness", "1", "--eval-problems", "40",
+                           "--store", "kubo", "--json"],
                           capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
+    started = [
+        json.loads(line)
+        for log in (tmp_path / "home" / "demo-logs").glob("*/*.log")
+        for line in log.read_text().splitlines()
+        if line.startswith('{"event": "started"')
+    ]
+    assert len(started) == 6 and all(event["store"].startswith("kubo:http://127.0.0.1:") for event in started)
     assert summary["max_staleness"] == 1
     rounds = {row["round"]: row for row in summary["rounds"]}
     updates = {r: {u["trainer"]: u for u in rounds[r]["updates"]} for r in (0, 1, 2)}

@@ -314,16 +314,3 @@ def test_download_resumes_after_a_crash(
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["resumed_from"] > 0 and out.read_bytes() == path.read_bytes()
-
-
-@pytest.mark.skipif(
-    not os.environ.get("CRUCIBLE_KUBO_API"), reason="no Kubo node: set CRUCIBLE_KUBO_API to its RPC URL"
-)
-def test_kubo_store_round_trip() -> None:
-    from protocol.artifacts.kubo import KuboStore
-
-    store = KuboStore(os.environ["CRUCIBLE_KUBO_API"])
-    data = os.urandom(600_000)
-    cid = store.put(data)
-    assert cid == cid_of_bytes(data) and store.get(cid) == data and store.has(cid)
-    store.pin(cid)
