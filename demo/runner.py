@@ -212,7 +212,8 @@ class Demo:
                 role_args += ["--canary", "--creator-account", "dev0"]
             elif person.adversary:
                 role_args += ["--adversary", person.adversary]
-            threads = max(1, cores // options.trainers) if person.role == "trainer" else cores
+            # The cores shared out: more threads than cores spin (OpenMP waits busily) where they would wait.
+            threads = max(1, cores // (options.trainers if person.role == "trainer" else options.validators))
             core = None
             if options.pin_cores:
                 threads, core = 1, people.index(person) % cores

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,16 @@ from protocol.config import devnet_settings
 # worker busy for minutes while the others idled.
 LONGEST_FIRST = ("test_validator.py", "test_audit.py", "test_demo.py", "test_readme.py", "test_lifecycle.py",
                  "test_faults.py")  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread per process, in the workers and in every process a test starts (they inherit it),
+    set before any test module imports torch: the suite runs three workers, each with its role processes,
+    on two cores, and torch's OpenMP threads spin while they wait for a core. Three processes of small
+    matrix products took 68 CPU s at two threads each and 11 at one. A test that means a thread count
+    sets its own."""
+    assert "torch" not in sys.modules, "torch was imported before the thread count was set"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
