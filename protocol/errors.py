@@ -16,6 +16,15 @@ class ConfigError(CrucibleError):
     """Bad input: a malformed address, CID or amount, a missing file, a parameter out of range."""
 
 
+class UnspokenVersion(ConfigError):
+    """A task's spec pins a protocol version this software does not speak: it cannot judge or do the task's
+    work as the task means it, so it refuses to start (or, seated already, abstains)."""
+
+    def __init__(self, message: str, version: object) -> None:
+        super().__init__(message)
+        self.version = version
+
+
 class ChainError(CrucibleError):
     """The chain could not be used: RPC unreachable, wrong chain id, missing deployment."""
 

@@ -22,7 +22,7 @@ from protocol.artifacts.store import Store
 from protocol.chain.assignment import aggregator_positions, assigned_positions, bits_within, is_sampled
 from protocol.chain.client import Crucible, Role, SubmissionState
 from protocol.chain.ids import submission_id
-from protocol.errors import ConfigError, OwnFault
+from protocol.errors import ConfigError, OwnFault, UnspokenVersion
 from protocol.files import write_json_atomic
 from protocol.ml.aggregation import load_included_updates, publish_next_checkpoint
 from protocol.ml.envs.spec import EnvSpec
@@ -116,11 +116,13 @@ class Validator(Participant):
         self._seen_rounds: set[int] = set()
         self._closed_rounds: set[int] = set()  # final and every submission settled: nothing left to do
         self._retries: dict[int, _Retry] = {}
+        self.unspoken = ""  # why it cannot judge this task's work (its protocol version), when it cannot
 
     # ------------------------------------------------------------ start
 
-    def check_ready(self) -> EnvSpec:
-        """Refuses to start when the validator cannot take part; joins the task when not yet joined."""
+    def check_ready(self) -> EnvSpec | None:
+        """Refuses to start when the validator cannot take part; joins the task when not yet joined. None: seated
+        in a task whose protocol version it does not speak (it abstains from its checks)."""
         adversary = self.options.adversary
         self.refuse_red_team_off_devnet(adversary.name if adversary else None, self.options.force_adversary)
         task_id = self.options.task_id
@@ -139,10 +141,20 @@ class Validator(Participant):
                 f"validator stake, {format_tokens(task.min_validator_stake, decimals, symbol)} (nothing sent)"
             )
         self.check_stake(Role.VALIDATOR, None if joined else seat_stake)
+        try:
+            spec: EnvSpec | None = self.task_spec()
+        except UnspokenVersion as error:
+            if not joined:
+                raise  # before joining: nothing sent
+            # Seated already (it joined under software that spoke the task's version): it cannot judge the
+            # task's work as the task means it, so it never votes on it; it still keeps rounds moving and
+            # settles and claims what it earned before.
+            spec, self.unspoken = None, str(error)
+            self.reporter.event("warning", task=task_id, reason=f"{error}; seated, it abstains from every check")
         if not joined:
             self.crucible.join_task(self.signer, task_id, seat_stake)
             self.reporter.event("joined", task=task_id, seat_stake_wei=str(seat_stake))
-        return self.task_spec()
+        return spec
 
     # ------------------------------------------------------------ loop
 
@@ -185,7 +197,7 @@ class Validator(Participant):
     def _rounds_done(self) -> bool:
         return self.options.rounds is not None and len(self._closed_rounds) >= self.options.rounds
 
-    def _duties(self, round_index: int, spec: EnvSpec) -> None:
+    def _duties(self, round_index: int, spec: EnvSpec | None) -> None:
         task_id = self.options.task_id
         state = self.crucible.round(task_id, round_index)
         deadlines = self.crucible.deadlines(task_id, round_index)
@@ -205,8 +217,9 @@ class Validator(Participant):
                     self._attest_assigned(round_index, state.check_seed, state.seat_stake, deadlines.validate,
                                           spec)  # fmt: skip
                 elif now >= deadlines.validate:
-                    self._dispute_duties(round_index, spec)
-                    self._propose(round_index, spec)
+                    if spec is not None:  # a version it does not speak: no committee vote, no proposal
+                        self._dispute_duties(round_index, spec)
+                        self._propose(round_index, spec)
                     self.keep_round(round_index, state, deadlines, now)
         except OwnFault as error:
             # Its own disk or network failed it (an update to aggregate, a checkpoint): the next pass retries.
@@ -223,7 +236,7 @@ class Validator(Participant):
         return seat.seat_from, seat.stake
 
     def _attest_assigned(
-        self, round_index: int, check_seed: bytes, seat_stake: int, deadline: int, spec: EnvSpec
+        self, round_index: int, check_seed: bytes, seat_stake: int, deadline: int, spec: EnvSpec | None
     ) -> None:
         if check_seed == bytes(32):
             return
@@ -250,6 +263,9 @@ class Validator(Participant):
         with self.reporter.progress(f"checking round {round_index}", len(duties)) as advance:
             for submission, event in duties:
                 advance(1)
+                if spec is None:
+                    self._abstain(submission, self.unspoken)
+                    continue
                 judged = self._verdict_in_time(submission, event, spec, "attest", deadline)
                 if judged is None:
                     continue

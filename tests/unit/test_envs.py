@@ -88,7 +88,7 @@ def test_spec_defaults_round_trip_and_bad_specs_are_named() -> None:
         (json.dumps({"environment": "sorting", "training": {"group_size": 1}}).encode(), "training.group_size"),
         (json.dumps({"environment": "sorting", "training": {"prompts_per_round": 1000, "group_size": 100}}).encode(),
          "above the bound"),
-        (json.dumps({"environment": "sorting", "schema_version": 6}).encode(), "schema_version"),
+        (json.dumps({"environment": "sorting", "schema_version": 6}).encode(), "pins protocol version 6"),
         (json.dumps({"environment": "sorting", "surprise": 1}).encode(), "surprise"),
     ]  # fmt: skip
     for data, fragment in cases:

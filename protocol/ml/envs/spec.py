@@ -9,11 +9,11 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from protocol.errors import ConfigError, first_problem
+from protocol.errors import ConfigError, UnspokenVersion, first_problem
 from protocol.files import bounded_json
 from protocol.ml.envs.base import Environment
 from protocol.ml.envs.registry import environment_kind, environment_of
@@ -150,6 +150,7 @@ class EnvSpec(_Strict):
     # 4 added training.encoding (default dense: what earlier versions did).
     # 5 added training.aggregation, default clipped_mean; a version 1-4 document means the plain mean, which
     # is what its tasks' checkpoints were computed with.
+    # The spec's version is the protocol version the task pins (see SPOKEN_VERSIONS).
     schema_version: Literal[1, 2, 3, 4, 5] = 5
     environment: str = Field(description="Registered environment name (`crucible env list`).")
     params: dict[str, Any] = Field(default_factory=dict, description="The environment's own parameters.")
@@ -194,6 +195,14 @@ class EnvSpec(_Strict):
         return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
 
+# The protocol versions this software speaks: each is what a spec of that version means for every verified
+# computation (sampling, proofs, the update, the outer step), kept for the tasks that pin it. A change to any
+# of them is a new version; a task pins one in its spec, bound by the CID the chain holds, so a node and a
+# validator on either side of an upgrade never judge each other by different rules: the one that does not
+# speak a task's version refuses it (or, seated already, abstains) instead of voting.
+SPOKEN_VERSIONS: tuple[int, ...] = get_args(EnvSpec.model_fields["schema_version"].annotation)
+
+
 def default_spec(name: str) -> EnvSpec:
     """Returns the default spec of environment `name`."""
     return _validated({"environment": name}, name)
@@ -215,6 +224,13 @@ def load_spec_file(path: Path) -> EnvSpec:
 
 
 def _validated(document: dict[str, Any], source: str) -> EnvSpec:
+    version = document.get("schema_version", SPOKEN_VERSIONS[-1])
+    if version not in SPOKEN_VERSIONS:
+        raise UnspokenVersion(
+            f"environment spec {source} pins protocol version {version!r}; this software speaks versions "
+            f"{SPOKEN_VERSIONS[0]}-{SPOKEN_VERSIONS[-1]}: take part with a crucible that speaks it",
+            version,
+        )
     try:
         return EnvSpec.model_validate(document)
     except ValidationError as error:
