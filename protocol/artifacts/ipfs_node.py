@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from protocol.chain.devnet import devnet_dir, free_port, process_alive, stop_process
+from protocol.chain.devnet import devnet_dir, free_port, process_alive, stop_child, stop_process
 from protocol.config import REPO_ROOT
 from protocol.errors import ConfigError
 
@@ -101,13 +101,7 @@ class IpfsNode:
 
     def stop(self) -> None:
         """Stops it and waits for it to exit."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_child(self.process)
 
 
 def start_private_ipfs(folder: Path) -> IpfsNode:

@@ -132,8 +132,19 @@ class AnvilNode:
 
     def stop(self) -> None:
         """Stops it and waits for it to exit."""
-        self.process.terminate()
-        self.process.wait(timeout=10)
+        stop_child(self.process)
+
+
+def stop_child(process: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """Stops a process this one started: SIGTERM, then SIGKILL after `grace_s` seconds; waits for it."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=grace_s)
 
 
 def start_private_anvil(log_path: Path, block_time_s: int = 0) -> AnvilNode:
