@@ -275,8 +275,13 @@ def _time(plan: Plan, params: TaskParams, trainers: int, seats: int, work: _Work
         f"{period:.0f} s: trainers busy {busy:.0%}, the task about {_duration(wall)}"
         + "".join(f"; WARNING: {text}" for text in warnings)
     )
+    busy_goal = document["suggested"]["trainer_busy"]
+    capped = ""
+    if busy_goal < BUSY_GOAL - 0.005:  # the work is shorter than the chain's shortest window, or the bound binds
+        limit = f"the shortest window, {MIN_WINDOW_S} s" if submit == MIN_WINDOW_S else f"staleness {MAX_STALENESS}"
+        capped = f" (the most {limit} allows)"
     plan.lines.append(
-        f"time: for trainers {BUSY_GOAL:.0%} busy use --submit-window {submit} --validate-window {validate} "
+        f"time: for trainers {busy_goal:.0%} busy{capped} use --submit-window {submit} --validate-window {validate} "
         f"--challenge-window {challenge} --max-staleness {suggested}: a round every {suggested_period:.0f} s, "
         f"the task about {_duration(document['suggested']['task_wall_s'])}"
     )

@@ -77,6 +77,7 @@ class _Retry:
 
     pause_s: float
     next_at: float
+    reason: str  # the own fault that put it off
 
 
 class VerdictJournal:
@@ -252,12 +253,13 @@ class Validator(Participant):
             drawn = assigned_positions(check_seed, submission, seat_stake, task.validators_per_check)
             if not bits_within(drawn, *mine):
                 continue
-            if (
-                str(submission) not in self.summary.abstained
-                and self._due(submission)
-                and not self._voted("Attested", submission)
-            ):
-                duties.append((submission, event))
+            if str(submission) in self.summary.abstained:
+                continue
+            if self._due(submission):
+                if not self._voted("Attested", submission):
+                    duties.append((submission, event))
+            elif self._retry_too_late(submission, deadline):
+                self._abstain(submission, f"could not verify: {self._retries[submission].reason}")
         if not duties:
             return
         with self.reporter.progress(f"checking round {round_index}", len(duties)) as advance:
@@ -296,6 +298,14 @@ class Validator(Participant):
         retry = self._retries.get(submission)
         return retry is None or time.monotonic() >= retry.next_at
 
+    def _retry_too_late(self, submission: int, deadline: int) -> bool:
+        """Whether a deferred check's next try could no longer land before `deadline` (the chain's clock moved
+        on faster than the pause: a slow chain, a devnet's warp)."""
+        retry = self._retries.get(submission)
+        if retry is None:
+            return False
+        return self.crucible.chain.lands_by() + max(0.0, retry.next_at - time.monotonic()) >= deadline
+
     def _own_fault(self, submission: int, error: OwnFault, deadline: int) -> None:
         """A check the validator could not run for a fault of its own: tried again after a growing pause,
         or, when the next try could not land before `deadline`, abstained from (no vote, no fee)."""
@@ -304,7 +314,7 @@ class Validator(Participant):
         if self.crucible.chain.lands_by() + pause >= deadline:
             self._abstain(submission, f"could not verify: {error}")
             return
-        self._retries[submission] = _Retry(pause, time.monotonic() + pause)
+        self._retries[submission] = _Retry(pause, time.monotonic() + pause, str(error))
         self.reporter.event("verify_deferred", submission=submission, reason=str(error), retry_in_s=pause)
 
     def _abstain(self, submission: int, reason: str) -> None:
