@@ -113,7 +113,7 @@ class Participant:
         """Runs `one_pass` until it returns True: looks at the chain's head every `poll_s`, and passes again
         when a new block came, or at the latest `IDLE_PASS_S` (or `poll_s`, if longer) after the last pass.
         Nothing on chain changes between blocks, so a pass on the same head is mostly wasted: it cost an
-        idle validator ~11 % of a core at `--poll 0.3` (~20 calls); the head alone costs one call. The
+        idle validator ~11 % of a core at `--poll 0.3` (about 7 calls a pass); the head is one call. The
         idle pass is for what moves without blocks: the wall clock on a devnet that mines on demand, and
         a retry after this machine's own fault. An RPC outage (after the provider's own retries) is
         reported and waited out with a growing pause: every pass reads its duties from the chain again, so
