@@ -96,7 +96,12 @@ class Demo:
         self.anvil = devnet.start_private_anvil(
             self.home / "logs" / "anvil.log", block_time_s=devnet_settings().block_time_s
         )
-        self.ipfs = start_private_ipfs(self.home / "ipfs") if self.options.store == "kubo" else None
+        try:
+            self.ipfs = start_private_ipfs(self.home / "ipfs") if self.options.store == "kubo" else None
+        except CrucibleError:  # __exit__ will not run: stop the Anvil and drop the run's folder here
+            self.anvil.stop()
+            shutil.rmtree(self.home, ignore_errors=True)
+            raise
         self.store_text = str(self.home / "store") if self.ipfs is None else f"kubo:{self.ipfs.api_url}"
         self.children = Children(self.home, self.anvil.rpc_url, self.home / "deployment.json")
         # Ctrl-C and SIGTERM both end in __exit__, even where a shell started us with SIGINT ignored.

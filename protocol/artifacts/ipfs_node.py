@@ -38,13 +38,14 @@ def _environment(repo: Path) -> dict[str, str]:
     return {**os.environ, "IPFS_PATH": str(repo)}
 
 
-def _configure(repo: Path, api_port: int, gateway_port: int, grpc_port: int) -> None:
-    """Writes the daemon's three listening addresses into its repo's config (one file, no CLI round trips)."""
+def _configure(repo: Path, api_port: int) -> None:
+    """Writes the daemon's three listening addresses into its repo's config (one file, no CLI round trips):
+    the API on `api_port`, the gateway and gRPC (which nothing here uses) on free ports."""
     config_path = repo / "config"
     config = json.loads(config_path.read_text())
     config["Addresses"]["API"] = f"/ip4/127.0.0.1/tcp/{api_port}"
-    config["Addresses"]["Gateway"] = f"/ip4/127.0.0.1/tcp/{gateway_port}"
-    config["Addresses"]["RPC"] = f"/ip4/127.0.0.1/tcp/{grpc_port}"
+    config["Addresses"]["Gateway"] = f"/ip4/127.0.0.1/tcp/{free_port()}"
+    config["Addresses"]["RPC"] = f"/ip4/127.0.0.1/tcp/{free_port()}"
     config_path.write_text(json.dumps(config, indent=2))
 
 
@@ -65,9 +66,7 @@ def wait_for_api(api_url: str, process: subprocess.Popen[bytes], log_path: Path)
     raise ConfigError(f"the IPFS daemon did not answer at {api_url} within {READY_TIMEOUT_S:.0f} s; log: {log_path}")
 
 
-def start_ipfs(
-    repo: Path, api_port: int, gateway_port: int, grpc_port: int, log_path: Path, detach: bool = False
-) -> subprocess.Popen[bytes]:
+def start_ipfs(repo: Path, api_port: int, log_path: Path, detach: bool = False) -> subprocess.Popen[bytes]:
     """Starts an offline daemon on the repo at `repo` (made on first use), its API on 127.0.0.1:`api_port`;
     returns once the API answers. A repo made earlier keeps what it held (pins included)."""
     binary = jsipfs_binary()
@@ -77,7 +76,7 @@ def start_ipfs(
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         if made.returncode != 0:
             raise ConfigError(f"cannot make an IPFS repo at {repo}: {made.stderr.strip()[-300:]}")
-    _configure(repo, api_port, gateway_port, grpc_port)
+    _configure(repo, api_port)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # A previous daemon killed outright leaves its lock behind; none runs on this repo now.
     shutil.rmtree(repo / "repo.lock", ignore_errors=True)  # a folder (js-ipfs locks with mkdir)
@@ -106,9 +105,8 @@ class IpfsNode:
 
 def start_private_ipfs(folder: Path) -> IpfsNode:
     """Starts a daemon on free ports with its repo and log under `folder`."""
-    api_port, gateway_port, grpc_port = free_port(), free_port(), free_port()
-    repo = folder / "ipfs-repo"
-    process = start_ipfs(repo, api_port, gateway_port, grpc_port, folder / "ipfs.log")
+    api_port, repo = free_port(), folder / "ipfs-repo"
+    process = start_ipfs(repo, api_port, folder / "ipfs.log")
     return IpfsNode(f"http://127.0.0.1:{api_port}", repo, process)
 
 
@@ -144,9 +142,8 @@ def devnet_ipfs_up() -> DevnetIpfs:
     current = devnet_ipfs_status()
     if current.running:
         return current
-    api_port, gateway_port, grpc_port = free_port(), free_port(), free_port()
-    repo = devnet_dir() / "ipfs-repo"
-    process = start_ipfs(repo, api_port, gateway_port, grpc_port, devnet_dir() / "ipfs.log", detach=True)
+    api_port = free_port()
+    process = start_ipfs(devnet_dir() / "ipfs-repo", api_port, devnet_dir() / "ipfs.log", detach=True)
     _ipfs_pid_file().write_text(json.dumps({"pid": process.pid, "api_port": api_port}))
     return devnet_ipfs_status()
 

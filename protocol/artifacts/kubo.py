@@ -58,7 +58,7 @@ class KuboStore:
             files={"file": ("blob", data)},
         )
         if response.status_code != 200:
-            raise ArtifactError(f"the IPFS node refused the add: {response.text.strip()}")
+            raise ArtifactError(f"the IPFS node refused the add: {_message(response)}")
         try:
             cid = str(json.loads(response.text.strip().splitlines()[-1])["Hash"])
         except (ValueError, KeyError, IndexError):
