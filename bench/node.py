@@ -82,7 +82,7 @@ def accuracy_curve(size: str, warmup_steps: int, rounds: int, trainers: int) -> 
     spec.training.prompts_per_round, spec.training.group_size = 32, 8
     with tempfile.TemporaryDirectory(prefix="crucible-bench-") as tmp:
         store = LocalStore(Path(tmp) / "store")
-        anvil = devnet.start_private_anvil(Path(tmp) / "anvil.log")
+        anvil = devnet.start_private_chain(Path(tmp) / "anvil.log")
         try:
             chain = Chain(anvil.rpc_url)
             settings = devnet_settings()

@@ -47,7 +47,7 @@ def _signers(crucible: Crucible, funder: Signer, label: str, count: int) -> list
 
 
 def measure(trainers: int, validators: int, threads: int, folder: Path) -> dict[str, Any]:
-    node = devnet.start_private_anvil(folder / f"anvil-{trainers}.log")
+    node = devnet.start_private_chain(folder / f"anvil-{trainers}.log")
     try:
         chain = Chain(node.rpc_url)
         creator = load_signer("dev0")

@@ -12,6 +12,7 @@ from rich.table import Table
 from cli.context import confirm_or_abort, context
 from cli.output import emit_json, key_value_table, stdout
 from protocol.accounts import import_keystore, list_accounts, new_keystore, resolve_address
+from protocol.chain import devnet
 from protocol.config import devnet_settings
 from protocol.errors import ConfigError
 from protocol.values import format_tokens, to_wei
@@ -115,7 +116,7 @@ def fund(
     shown = f"{format_tokens(ether_wei, 18, 'ETH')} and {format_tokens(tokens_wei, crucible.decimals, crucible.symbol)}"
     confirm_or_abort(f"Give {address} {shown}?", yes)
     balance_now = crucible.chain.w3.eth.get_balance(address)  # type: ignore[arg-type]
-    crucible.chain.w3.provider.make_request("anvil_setBalance", [address, hex(balance_now + ether_wei)])  # type: ignore[arg-type]
+    devnet.set_balance(crucible.chain, address, balance_now + ether_wei)
     if tokens_wei:
         crucible.transfer(signer, address, tokens_wei)
     if json_output:

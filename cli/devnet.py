@@ -18,7 +18,7 @@ from protocol.config import devnet_settings
 from protocol.errors import ConfigError
 from protocol.values import format_tokens
 
-app = typer.Typer(no_args_is_help=True, help="Start, stop and inspect the local Anvil devnet.")
+app = typer.Typer(no_args_is_help=True, help="Start, stop and inspect the local devnet (Anvil or Hardhat).")
 
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
@@ -41,18 +41,25 @@ def _ensure_deployed(chain: Chain, path: Path) -> tuple[Deployment, bool]:
 @app.command()
 def up(
     ctx: typer.Context,
-    port: int = typer.Option(None, "--port", help="Port for Anvil (default: anvil.env's)."),
+    port: int = typer.Option(None, "--port", help="Port for the devnet's node (default: anvil.env's)."),
     block_time: int = typer.Option(
         None, "--block-time", help="Seconds between blocks (default: anvil.env's, 1); 0: a block per transaction."
     ),
     ipfs: bool = typer.Option(
         False, "--ipfs", help="Also start an IPFS daemon (js-ipfs, offline) for `--store kubo:URL`; prints its URL."
     ),
+    client: str = typer.Option(
+        "anvil", "--client", help="The EVM client: anvil (keeps its state) or hardhat (Hardhat's EDR; starts empty)."
+    ),
+    chain_type: str = typer.Option(
+        "l1", "--chain-type", help="l1, or op: an OP Stack chain whose sends pay an L1 data fee (hardhat only)."
+    ),
     json_output: bool = JSON,
 ) -> None:
-    """Start Anvil in the background, deploy the contracts, fund dev0-dev9 and write the address book."""
+    """Start the devnet's node in the background, deploy the contracts, fund dev0-dev9 and write the address
+    book."""
     cli = context(ctx)
-    current = devnet.up(port, block_time)
+    current = devnet.up(port, block_time, client, chain_type)
     daemon = devnet_ipfs_up() if ipfs else devnet_ipfs_status()
     cli.rpc = current.rpc_url
     chain = cli.chain()
@@ -71,6 +78,8 @@ def up(
                 "pid": current.pid,
                 "state_dir": current.state_dir,
                 "block_time_s": current.block_time_s,
+                "client": current.client,
+                "chain_type": current.chain_type,
                 "deployment": str(cli.deployment_file()),
                 "deployed": deployed,
                 "addresses": addresses,
@@ -81,6 +90,7 @@ def up(
     crucible = cli.crucible()
     rows = [
         ("RPC", current.rpc_url),
+        ("client", f"{current.client} ({current.chain_type})"),
         ("chain id", chain.chain_id),
         ("pid", current.pid),
         ("state", current.state_dir),
@@ -102,7 +112,7 @@ def up(
 
 @app.command()
 def down(json_output: bool = JSON) -> None:
-    """Stop the background Anvil (and the IPFS daemon, if one runs); their state stays for the next `up`."""
+    """Stop the background devnet (and the IPFS daemon, if one runs); their state stays for the next `up`."""
     stopped, ipfs_stopped = devnet.down(), devnet_ipfs_down()
     if json_output:
         emit_json({"stopped": stopped, "ipfs_stopped": ipfs_stopped})
@@ -114,13 +124,14 @@ def down(json_output: bool = JSON) -> None:
 
 @app.command()
 def status(json_output: bool = JSON) -> None:
-    """Say whether the background Anvil (and an IPFS daemon beside it) runs."""
+    """Say whether the background devnet (and an IPFS daemon beside it) runs."""
     current, daemon = devnet.status(), devnet_ipfs_status()
     if json_output:
         emit_json({**asdict(current), "ipfs": asdict(daemon)})
         return
     if current.running:
-        stdout.print(f"devnet running at {current.rpc_url} (pid {current.pid}, {_blocks(current.block_time_s)}, "
+        stdout.print(f"devnet running at {current.rpc_url} ({current.client}, {current.chain_type}; pid {current.pid}, "
+                     f"{_blocks(current.block_time_s)}, "
                      f"state in {current.state_dir})")  # fmt: skip
     else:
         stdout.print("devnet not running")

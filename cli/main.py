@@ -115,6 +115,9 @@ def demo(
     store: str = typer.Option(
         "local", "--store", help="local (one shared folder) or kubo (an IPFS daemon started for the run)."
     ),
+    client: str = typer.Option(
+        "anvil", "--client", help="The private devnet's EVM client: anvil (Foundry) or hardhat (Hardhat's EDR)."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:
     """Run a whole decentralised RL task on a private devnet: trainers (one cheating) and validators as
@@ -142,6 +145,7 @@ def demo(
         validator_adversaries=list(validator_adversary),
         canary_rate=canary_rate,
         store=store,
+        client=client,
     )
     run_demo(options, json_output)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from node.adversary import ADVERSARIES
+from protocol.chain.devnet import check_client
 from protocol.chain.params import MAX_CANARY_RATE_PPM, MAX_STALENESS, MIN_WINDOW_S, PPM
 from protocol.errors import ConfigError
 from protocol.ml.envs.presets import merged, preset
@@ -56,6 +57,7 @@ class DemoOptions:
     # Where every artifact goes: "local" (one folder all the demo's processes share) or "kubo" (an IPFS daemon the
     # demo starts, each role process reading and writing through its RPC API with `--store kubo:URL`).
     store: str = "local"
+    client: str = "anvil"  # the private devnet's EVM client (protocol.chain.devnet.CLIENTS)
 
     @property
     def canary_nodes(self) -> int:
@@ -102,6 +104,7 @@ class DemoOptions:
             if name not in VALIDATOR_ADVERSARIES:
                 choices = ", ".join(sorted(VALIDATOR_ADVERSARIES))
                 raise ConfigError(f"unknown validator adversary {name!r}: one of {choices}")
+        check_client(self.client)
         if self.store not in STORES:
             raise ConfigError(f"--store must be one of {', '.join(STORES)}, got {self.store!r}")
         if not 0 <= self.canary_rate <= MAX_CANARY_RATE_PPM / PPM:

@@ -1,7 +1,7 @@
 """`crucible demo`: a whole decentralised RL task on a private devnet, every role a separate process.
 
-A private Anvil, the contracts, an initial model (SmolLM2-135M-Instruct from the model cache, or one
-made and warmed up locally) published as a checkpoint, a task with a bounty, trainer nodes
+A private devnet (Anvil, or Hardhat's node), the contracts, an initial model (SmolLM2-135M-Instruct from
+the model cache, or one made and warmed up locally) published as a checkpoint, a task with a bounty, trainer nodes
 (`crucible node run`, some with `--adversary`) and validators (`crucible validator run`) as child
 processes sharing one local store. The demo itself only plays the devnet's clock: once everyone has
 done a window's work it moves the chain's time to the next deadline (a devnet mines on demand), so a
@@ -93,17 +93,19 @@ class Demo:
         self.kept_logs = crucible_home() / "demo-logs" / self.home.name
         # A block every second, as on a real chain: the roles share blocks and race for the permissionless
         # steps; the demo still ends each window by moving the clock once its work is done.
-        self.anvil = devnet.start_private_anvil(
-            self.home / "logs" / "anvil.log", block_time_s=devnet_settings().block_time_s
+        self.devnet = devnet.start_private_chain(
+            self.home / "logs" / f"{self.options.client}.log",
+            block_time_s=devnet_settings().block_time_s,
+            client=self.options.client,
         )
         try:
             self.ipfs = start_private_ipfs(self.home / "ipfs") if self.options.store == "kubo" else None
-        except CrucibleError:  # __exit__ will not run: stop the Anvil and drop the run's folder here
-            self.anvil.stop()
+        except CrucibleError:  # __exit__ will not run: stop the devnet and drop the run's folder here
+            self.devnet.stop()
             shutil.rmtree(self.home, ignore_errors=True)
             raise
         self.store_text = str(self.home / "store") if self.ipfs is None else f"kubo:{self.ipfs.api_url}"
-        self.children = Children(self.home, self.anvil.rpc_url, self.home / "deployment.json")
+        self.children = Children(self.home, self.devnet.rpc_url, self.home / "deployment.json")
         # Ctrl-C and SIGTERM both end in __exit__, even where a shell started us with SIGINT ignored.
         self._previous = [signal.signal(number, _interrupt) for number in (signal.SIGINT, signal.SIGTERM)]
         return self
@@ -112,7 +114,7 @@ class Demo:
         for number, handler in zip((signal.SIGINT, signal.SIGTERM), self._previous, strict=True):
             signal.signal(number, handler)
         self.children.stop_all()
-        self.anvil.stop()
+        self.devnet.stop()
         if self.ipfs is not None:
             self.ipfs.stop()
         with contextlib.suppress(OSError):
@@ -121,12 +123,13 @@ class Demo:
 
     def run(self) -> dict[str, Any]:
         """Walks the task to its end; returns the summary."""
-        chain = Chain(self.anvil.rpc_url)
+        chain = Chain(self.devnet.rpc_url)
         creator = load_signer("dev0")
         crucible = Crucible(chain, deploy(chain, creator, token_holders=(creator.address,),
                                           unbonding_period_s=DEVNET_UNBONDING_S))  # fmt: skip
         crucible.deployment.save(self.children.book)
-        self.say(f"private Anvil at {self.anvil.rpc_url}, contracts deployed; logs kept in {self.kept_logs}")
+        where = f"private {self.options.client} devnet at {self.devnet.rpc_url}"
+        self.say(f"{where}, contracts deployed; logs kept in {self.kept_logs}")
         return self._walk(crucible, creator, self.home, self.children)
 
     def keep(self) -> str:
@@ -418,6 +421,7 @@ class Demo:
             index.close()
         return {
             "task_id": task_id,
+            "chain": {"client": self.options.client, "client_version": crucible.chain.client_version()},
             "created_at": self._time_of(crucible, created_block),
             "max_staleness": self.options.max_staleness,
             "rounds": rounds,

@@ -19,7 +19,7 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment, deploy
-from protocol.chain.devnet import AnvilNode
+from protocol.chain.devnet import LocalChain
 from protocol.config import devnet_settings
 
 # The longest files first, by their time under `make test`: with `--no-loadscope-reorder` (Makefile)
@@ -78,9 +78,9 @@ def crucible_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilNode]:
+def anvil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalChain]:
     """One real Anvil for the test session, on a free port, mining every `BLOCK_TIME_S` seconds."""
-    node = devnet.start_private_anvil(tmp_path_factory.mktemp("anvil") / "anvil.log", block_time_s=BLOCK_TIME_S)
+    node = devnet.start_private_chain(tmp_path_factory.mktemp("anvil") / "anvil.log", block_time_s=BLOCK_TIME_S)
     yield node
     node.stop()
 
@@ -94,7 +94,7 @@ def ipfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IpfsNode]:
 
 
 @pytest.fixture
-def chain(anvil: AnvilNode) -> Chain:
+def chain(anvil: LocalChain) -> Chain:
     """A fresh connection to the session's Anvil."""
     return Chain(anvil.rpc_url, expected_chain_id=devnet_settings().chain_id)
 

@@ -152,6 +152,7 @@ class Chain:
         self._sent: dict[str, dict[int, bytes]] = {}
         self.repriced = 0  # transactions sent again at a higher fee, for reports and tests
         self._interval: tuple[int, float] | None = None  # (seconds between blocks, measured until)
+        self._client_version: str | None = None
 
     def _rpc(self, call: Callable[[], Any]) -> Any:
         """Runs one request: transport errors (already retried by the provider) become RpcUnreachable;
@@ -166,6 +167,12 @@ class Chain:
                     raise
                 time.sleep(self.backoff_s * 2**attempt)
         raise AssertionError("unreachable")
+
+    def client_version(self) -> str:
+        """The node's web3_clientVersion ("anvil/v1.7.1", "HardhatNetwork/3.18.0/…", "Geth/…"), asked once."""
+        if self._client_version is None:
+            self._client_version = str(self._rpc(lambda: self.w3.client_version))
+        return self._client_version
 
     # ------------------------------------------------------------ contracts
 

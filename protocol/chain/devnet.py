@@ -1,4 +1,5 @@
-"""The local devnet: a background Anvil with its state, log and pid under the state folder."""
+"""The local devnet: a background EVM node (Anvil, or Hardhat's) with its state, log and pid under the state
+folder."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +19,13 @@ from web3.types import TxReceipt
 from protocol.accounts import Signer
 from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
+from protocol.chain.hardhat import CHAIN_TYPES, start_hardhat
 from protocol.config import REPO_ROOT, crucible_home, devnet_settings
 from protocol.errors import ChainError, ConfigError
 
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+# The EVM clients a devnet runs on: Anvil (Foundry's, revm) and Hardhat's node (EDR).
+CLIENTS = ("anvil", "hardhat")
 
 
 def foundry_binary(tool: str) -> Path:
@@ -50,7 +55,7 @@ def wait_for_rpc(rpc_url: str, timeout_s: float = 20.0) -> None:
             return
         except (httpx.HTTPError, ValueError, ChainError):
             time.sleep(0.1)
-    raise ChainError(f"Anvil did not answer at {rpc_url} within {timeout_s:.0f} s")
+    raise ChainError(f"the chain did not answer at {rpc_url} within {timeout_s:.0f} s")
 
 
 def start_anvil(
@@ -83,14 +88,57 @@ def start_anvil(
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=detach
         )
+    _await_start(process, port, lambda: _keep_clock(f"http://127.0.0.1:{port}", block_time_s) if resumed else None)
+    return process
+
+
+def start_chain(
+    client: str,
+    port: int,
+    log_path: Path,
+    state_path: Path | None = None,
+    detach: bool = False,
+    block_time_s: int = 0,
+    chain_type: str = "l1",
+) -> subprocess.Popen[bytes]:
+    """Starts the devnet's EVM node on 127.0.0.1:`port` with `client` (one of CLIENTS) and waits until it
+    answers. Anvil keeps its state in `state_path`; Hardhat keeps none. `chain_type` "op": an OP Stack
+    chain with L1 data fees (Hardhat only)."""
+    check_client(client)
+    check_chain_type(client, chain_type)
+    if client == "anvil":
+        return start_anvil(port, log_path, state_path, detach, block_time_s)
+    process = start_hardhat(port, log_path, block_time_s, chain_type, detach)
+    # Hardhat's node logs every request it answers (a line per eth_call: gigabytes a day): transactions
+    # and errors are in the chain itself.
+    _await_start(process, port, lambda: _rpc(f"http://127.0.0.1:{port}", "hardhat_setLoggingEnabled", [False]))
+    return process
+
+
+def check_client(client: str) -> None:
+    """A ConfigError unless `client` is an EVM client the devnet runs on."""
+    if client not in CLIENTS:
+        raise ConfigError(f"--client must be one of {', '.join(CLIENTS)}, not {client!r}")
+
+
+def check_chain_type(client: str, chain_type: str) -> None:
+    """A ConfigError unless `client` runs chains of `chain_type` (CHAIN_TYPES; "op" on Hardhat only)."""
+    if chain_type not in CHAIN_TYPES:
+        raise ConfigError(f"--chain-type must be one of {', '.join(CHAIN_TYPES)}, not {chain_type!r}")
+    if chain_type != "l1" and client != "hardhat":
+        raise ConfigError(f"--chain-type {chain_type} runs on Hardhat only (--client hardhat)")
+
+
+def _await_start(process: subprocess.Popen[bytes], port: int, then: Callable[[], object] | None = None) -> None:
+    """Waits until the node just started answers on `port` (then runs `then`); kills it if it does not."""
     try:
         wait_for_rpc(f"http://127.0.0.1:{port}")
-        if resumed:
-            _keep_clock(f"http://127.0.0.1:{port}", block_time_s)
+        if then is not None:
+            then()
     except ChainError:
         process.kill()
+        process.wait()
         raise
-    return process
 
 
 def _rpc(rpc_url: str, method: str, params: list[object], timeout_s: float = 10) -> object:
@@ -123,12 +171,13 @@ def _keep_clock(rpc_url: str, block_time_s: int = 0) -> None:
 
 
 @dataclass
-class AnvilNode:
-    """An Anvil this process started (tests, the demo)."""
+class LocalChain:
+    """An EVM node this process started (tests, the demo): Anvil or Hardhat's."""
 
     rpc_url: str
     port: int
     process: subprocess.Popen[bytes]
+    client: str = "anvil"
 
     def stop(self) -> None:
         """Stops it and waits for it to exit."""
@@ -147,11 +196,14 @@ def stop_child(process: subprocess.Popen[bytes], grace_s: float = 10) -> None:
         process.wait(timeout=grace_s)
 
 
-def start_private_anvil(log_path: Path, block_time_s: int = 0) -> AnvilNode:
-    """Starts an Anvil on a free port, for one test session or one demo (a block every `block_time_s`
-    seconds when > 0, else one per transaction)."""
+def start_private_chain(
+    log_path: Path, block_time_s: int = 0, client: str = "anvil", chain_type: str = "l1"
+) -> LocalChain:
+    """Starts an EVM node (`client`) on a free port, for one test session or one demo (a block every
+    `block_time_s` seconds when > 0, else one per transaction)."""
     port = free_port()
-    return AnvilNode(f"http://127.0.0.1:{port}", port, start_anvil(port, log_path, block_time_s=block_time_s))
+    process = start_chain(client, port, log_path, block_time_s=block_time_s, chain_type=chain_type)
+    return LocalChain(f"http://127.0.0.1:{port}", port, process, client)
 
 
 @dataclass(frozen=True)
@@ -163,6 +215,8 @@ class DevnetStatus:
     pid: int | None
     state_dir: str
     block_time_s: int | None = None  # seconds between blocks (0: a block per transaction); None: not running
+    client: str | None = None  # the EVM client it runs ("anvil", "hardhat"); None: not running
+    chain_type: str | None = None  # "l1", or "op" (an OP Stack chain with L1 data fees); None: not running
 
 
 def devnet_dir() -> Path:
@@ -198,14 +252,27 @@ def status() -> DevnetStatus:
         return DevnetStatus(running=False, rpc_url=settings.rpc_url, pid=None, state_dir=str(devnet_dir()))
     recorded = json.loads(_pid_file().read_text())
     return DevnetStatus(running=True, rpc_url=f"http://127.0.0.1:{recorded['port']}", pid=pid,
-                        state_dir=str(devnet_dir()), block_time_s=int(recorded.get("block_time_s", 0)))  # fmt: skip
+                        state_dir=str(devnet_dir()), block_time_s=int(recorded.get("block_time_s", 0)),
+                        client=str(recorded.get("client", "anvil")),
+                        chain_type=str(recorded.get("chain_type", "l1")))  # fmt: skip
 
 
-def up(port: int | None = None, block_time_s: int | None = None) -> DevnetStatus:
-    """Starts the background Anvil unless it runs, mining a block every `block_time_s` seconds (default:
-    anvil.env's; 0: a block per transaction); its state persists in the state folder."""
+def up(
+    port: int | None = None, block_time_s: int | None = None, client: str = "anvil", chain_type: str = "l1"
+) -> DevnetStatus:
+    """Starts the background devnet on `client` unless one runs, mining a block every `block_time_s` seconds
+    (default: anvil.env's; 0: a block per transaction). Anvil's state persists in the state folder;
+    Hardhat's node keeps none (each start is a fresh chain). A running devnet on another client is a
+    ConfigError (stop it first)."""
+    check_client(client)
+    check_chain_type(client, chain_type)
     current = status()
     if current.running:
+        if (current.client, current.chain_type) != (client, chain_type):
+            raise ConfigError(
+                f"the devnet runs on {current.client} ({current.chain_type}): `crucible devnet down` first to start "
+                f"{client} ({chain_type})"
+            )
         return current
     settings = devnet_settings()
     port = port or settings.port
@@ -216,14 +283,18 @@ def up(port: int | None = None, block_time_s: int | None = None) -> DevnetStatus
         if probe.connect_ex(("127.0.0.1", port)) == 0:
             raise ChainError(f"port {port} is taken by another process: stop it or pass --port")
     directory = devnet_dir()
-    process = start_anvil(port, directory / "anvil.log", directory / "state.json", detach=True,
-                          block_time_s=block_time_s)  # fmt: skip
-    _pid_file().write_text(json.dumps({"pid": process.pid, "port": port, "block_time_s": block_time_s}))
+    process = start_chain(client, port, directory / f"{client}.log", directory / "state.json", detach=True,
+                          block_time_s=block_time_s, chain_type=chain_type)  # fmt: skip
+    _pid_file().write_text(
+        json.dumps(
+            {"pid": process.pid, "port": port, "block_time_s": block_time_s, "client": client, "chain_type": chain_type}
+        )
+    )
     return status()
 
 
 def down() -> bool:
-    """Stops the background Anvil (it saves its state on the way out); returns whether one ran."""
+    """Stops the background devnet (Anvil saves its state on the way out); returns whether one ran."""
     current = status()
     if not current.running or current.pid is None:
         _pid_file().unlink(missing_ok=True)
@@ -300,12 +371,27 @@ def funded_account(
     crucible: Crucible, funder: Signer, seed: str, tokens_wei: int, name: str | None = None
 ) -> tuple[Signer, str]:
     """A devnet account whose key is keccak(`seed`) (a rerun finds the same one), given ether with
-    Anvil's setBalance and `tokens_wei` tokens from `funder`; returns its Signer (called `name`) and key."""
+    the devnet's setBalance and `tokens_wei` tokens from `funder`; returns its Signer (called `name`) and key."""
     from eth_account import Account
     from eth_utils import keccak
 
     key = "0x" + keccak(text=seed).hex()
     account = Account.from_key(key)
-    crucible.chain.w3.provider.make_request("anvil_setBalance", [account.address, hex(10**20)])  # type: ignore[arg-type]
+    set_balance(crucible.chain, account.address, 10**20)
     crucible.transfer(funder, account.address, tokens_wei)
     return Signer(account.address, name or seed, account), key
+
+
+def dev_method(chain: Chain, name: str) -> str:
+    """The devnet method `name` in the node's own namespace: `anvil_…` on Anvil, `hardhat_…` on Hardhat
+    (told by web3_clientVersion, asked once per connection)."""
+    return ("hardhat_" if chain.client_version().lower().startswith("hardhat") else "anvil_") + name
+
+
+def set_balance(chain: Chain, address: str, wei: int) -> None:
+    """Sets an account's ether on a devnet (Anvil's or Hardhat's setBalance); ChainError where the node
+    refuses (not a devnet)."""
+    method = dev_method(chain, "setBalance")
+    response = chain.w3.provider.make_request(method, [address, hex(wei)])  # type: ignore[arg-type]
+    if "error" in response:
+        raise ChainError(f"{method} failed at {chain.rpc_url}: {response['error'].get('message', response['error'])}")

@@ -16,7 +16,7 @@ from protocol.artifacts.cid import cid_of_bytes
 from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
-from protocol.chain.devnet import AnvilNode
+from protocol.chain.devnet import LocalChain
 from protocol.chain.params import TaskParams, demo_task_params, honest_majority, least_deterrent_slash
 from protocol.errors import ChainError, ConfigError, ContractRevert
 
@@ -36,7 +36,7 @@ def test_concurrent_senders_share_one_key(crucible: Crucible, dev: list[Signer])
     assert crucible.chain.w3.eth.get_transaction_count(dev[1].address) == start_nonce + 20
 
 
-def test_two_processes_worth_of_senders_resynchronise(anvil: AnvilNode, crucible: Crucible, dev: list[Signer]) -> None:
+def test_two_processes_worth_of_senders_resynchronise(anvil: LocalChain, crucible: Crucible, dev: list[Signer]) -> None:
     """A second Chain object (another process, say) using the same key does not wedge the first."""
     other = Crucible(Chain(anvil.rpc_url), crucible.deployment)
     crucible.transfer(dev[2], dev[9].address, 1)
@@ -73,12 +73,12 @@ def test_unreachable_rpc_is_one_clear_error() -> None:
         Chain(f"http://127.0.0.1:{port}", retries=2, backoff_s=0.01)
 
 
-def test_wrong_chain_id_refused(anvil: AnvilNode) -> None:
+def test_wrong_chain_id_refused(anvil: LocalChain) -> None:
     with pytest.raises(ChainError, match="chain id 31337, expected 1"):
         Chain(anvil.rpc_url, expected_chain_id=1)
 
 
-def test_receipt_waits_for_confirmation_depth(anvil: AnvilNode, crucible: Crucible, dev: list[Signer]) -> None:
+def test_receipt_waits_for_confirmation_depth(anvil: LocalChain, crucible: Crucible, dev: list[Signer]) -> None:
     deep = Chain(anvil.rpc_url, confirmations=3, poll_interval_s=0.02)
     stop = threading.Event()
 

@@ -104,6 +104,7 @@ def test_demo_options_are_checked_before_anything_starts(tmp_path: Path) -> None
         (["--validator-adversary", "lazy", "--validators", "1", "--validator-adversary", "liar"], "2 validator"),
         (["--canary-rate", "0.6"], "--canary-rate must be in [0, 0.5]"),
         (["--store", "ipfs"], "--store must be one of local, kubo"),
+        (["--client", "geth"], "--client must be one of anvil, hardhat"),
     ]
     for args, fragment in cases:
         done = subprocess.run([CRUCIBLE, "demo", *args], capture_output=True, text=True, env=env, timeout=60)

@@ -113,7 +113,7 @@ def test_bad_requests_are_refused_and_nothing_stored(relays: Callable[..., Relay
 
 
 def test_uploads_need_stake_when_configured(
-    relays: Callable[..., RelayProcess], tmp_path: Path, anvil: devnet.AnvilNode
+    relays: Callable[..., RelayProcess], tmp_path: Path, anvil: devnet.LocalChain
 ) -> None:
     from protocol.chain.client import Crucible, Role
     from protocol.chain.connection import Chain

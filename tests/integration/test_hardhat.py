@@ -1,0 +1,88 @@
+"""The second EVM client: a whole round on Hardhat's node (EDR) with one-second blocks, and `devnet up --client`.
+
+Anvil runs every other test; this file is what keeps "any EVM chain" from meaning "Anvil": the chain layer's
+devnet calls (setBalance, the clock, traces of failed transactions) and its revert decoding run against a
+second implementation of the EVM and its JSON-RPC.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers.demo import demo_env, demo_processes
+
+from protocol.chain import devnet
+from protocol.chain.connection import Chain
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+CRUCIBLE = str(Path(sys.executable).parent / "crucible")
+
+
+def test_a_round_on_hardhat_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path) -> None:
+    """One round on Hardhat, a block a second: an honest trainer and a cheat (inflated rewards), one validator,
+    settle, claim, then the auditor's money check. Broken version: make `devnet.dev_method` answer `anvil_…`
+    whatever the node → Hardhat refuses anvil_setBalance and the demo stops with one line, exit 1."""
+    env = demo_env(tmp_path)
+    done = subprocess.run([CRUCIBLE, "demo", "--client", "hardhat", "--model", "tiny", "--rounds", "1",
+                           "--trainers", "2", "--validators", "1", "--warmup-steps", "20", "--eval-problems", "20",
+                           "--json"], capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["chain"]["client"] == "hardhat"
+    assert summary["chain"]["client_version"].startswith("HardhatNetwork/"), summary["chain"]
+    wei = {a["name"]: {k: int(v) for k, v in a.items() if k.endswith("_wei")} for a in summary["accounts"]}
+    cheat = wei["trainer-2 (inflated-rewards)"]
+    assert cheat["rewards_wei"] == 0 and cheat["stake_after_wei"] == cheat["stake_before_wei"] - 500 * 10**18
+    honest = wei["trainer-1"]
+    assert honest["rewards_wei"] > 0 and honest["stake_after_wei"] == honest["stake_before_wei"]
+    # The validator's check fee (10 % of the 1,000 bounty) and the finder's half of the slash.
+    assert wei["validator-1"]["rewards_wei"] >= (100 + 250) * 10**18
+    assert summary["money_check"]["balanced"] is True and summary["money_check"]["difference_wei"] == "0"
+    assert summary["money_check"]["market"]["balanced"] is True
+    assert demo_processes(tmp_path) == []
+
+
+def _crucible(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CRUCIBLE_HOME": str(home)}
+    return subprocess.run([CRUCIBLE, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_devnet_up_on_hardhat_mines_on_its_interval_and_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    """`devnet up --client hardhat`: Hardhat's node, a block a second, the contracts deployed; a devnet on
+    another client or chain type while it runs, an unknown client, an OP chain on Anvil: one line, exit 1,
+    nothing started or written."""
+    home, book = tmp_path / "home", tmp_path / "31337.json"
+    port = str(devnet.free_port())
+    for args, fragment in [
+        (["--client", "geth"], "--client must be one of anvil, hardhat, not 'geth'"),
+        (["--chain-type", "op"], "--chain-type op runs on Hardhat only"),
+        (["--client", "hardhat", "--chain-type", "zk"], "--chain-type must be one of l1, op"),
+    ]:
+        refused = _crucible(home, "--deployment", str(book), "devnet", "up", "--port", port, *args)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 1 and len(lines) == 1 and fragment in lines[0], refused.stderr
+        assert not (home / "devnet").exists() and not book.exists()
+    up = _crucible(home, "--deployment", str(book), "devnet", "up", "--client", "hardhat", "--port", port, "--json")
+    assert up.returncode == 0, up.stderr
+    try:
+        started = json.loads(up.stdout)
+        assert (started["client"], started["chain_type"], started["deployed"]) == ("hardhat", "l1", True)
+        chain = Chain(started["rpc_url"])
+        assert chain.client_version().startswith("HardhatNetwork/")
+        assert chain.has_code(started["addresses"]["TaskMarket"])
+        first = chain.block_number()
+        time.sleep(3.5)
+        assert 2 <= chain.block_number() - first <= 5, "not a block a second"
+        other = _crucible(home, "--deployment", str(book), "devnet", "up", "--port", port)
+        assert other.returncode == 1 and "the devnet runs on hardhat (l1)" in other.stderr, other.stderr
+        status = json.loads(_crucible(home, "devnet", "status", "--json").stdout)
+        assert (status["running"], status["client"]) == (True, "hardhat")
+    finally:
+        down = _crucible(home, "devnet", "down", "--json")
+    assert json.loads(down.stdout)["stopped"] is True
