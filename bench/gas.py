@@ -49,11 +49,18 @@ def fresh_signers(crucible: Crucible, funder: Signer, count: int, tokens: int) -
 
 
 def lifecycle_gas(crucible: Crucible, dev: list[Signer]) -> dict[str, list[int]]:
-    gas: dict[str, list[int]] = defaultdict(list)
+    """The gas of every call of a task's lifecycle, by call."""
+    return {name: [int(r["gasUsed"]) for r in receipts] for name, receipts in lifecycle_receipts(crucible, dev).items()}
+
+
+def lifecycle_receipts(crucible: Crucible, dev: list[Signer]) -> dict[str, list[Any]]:
+    """Runs every call of a task's lifecycle once or more (a round with a dispute, a canary, claims, a
+    refund); returns their receipts by call."""
+    gas: dict[str, list[Any]] = defaultdict(list)
     chain = crucible.chain
 
     def record(name: str, receipt: Any) -> None:
-        gas[name].append(int(receipt["gasUsed"]))
+        gas[name].append(receipt)
 
     crucible.ensure_allowance(dev[0], crucible.market.address, PARAMS.bounty_wei)
     receipt = chain.transact(crucible.market.functions.createTask(PARAMS.as_contract_tuple(), CID, CID), dev[0])

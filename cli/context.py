@@ -16,6 +16,15 @@ from protocol.chain.deployment import Deployment, default_deployment_path, is_li
 from protocol.errors import ChainError, ConfigError
 from protocol.values import to_wei
 
+# Every connection this process opened: what their transactions paid is said once the command ends.
+OPENED: list[Chain] = []
+
+
+def fee_lines() -> list[str]:
+    """One line per connection that sent transactions: what they paid (L2 gas, and the L1 data fee on an OP
+    Stack chain)."""
+    return [chain.fees.line() for chain in OPENED if chain.fees.transactions]
+
 
 @dataclass
 class CliContext:
@@ -43,6 +52,7 @@ class CliContext:
         """A connection to the chain."""
         if self._chain is None:
             self._chain = Chain(self.rpc_url())
+            OPENED.append(self._chain)
         return self._chain
 
     def deployment_file(self) -> Path:

@@ -12,8 +12,9 @@ from cli.output import emit_json, key_value_table, stderr, stdout
 from protocol.accounts import load_signer
 from protocol.artifacts.ipfs_node import devnet_ipfs_down, devnet_ipfs_status, devnet_ipfs_up
 from protocol.chain import devnet
-from protocol.chain.connection import Chain
+from protocol.chain.connection import Chain, eth
 from protocol.chain.deployment import DEFAULT_UNBONDING_S, DEVNET_UNBONDING_S, Deployment, deploy, is_live
+from protocol.chain.opstack import L1FeeParams, l1_fee_of_gas, read_l1_fee_params, require_l1_fee, set_l1_fee_params
 from protocol.config import devnet_settings
 from protocol.errors import ConfigError
 from protocol.values import format_tokens
@@ -70,6 +71,7 @@ def up(
         "TaskMarket": deployment.TaskMarket,
         "TaskMarketLens": deployment.TaskMarketLens,
     }
+    l1 = read_l1_fee_params(chain.w3) if chain.charges_l1_fee() else None
     if json_output:
         emit_json(
             {
@@ -80,6 +82,7 @@ def up(
                 "block_time_s": current.block_time_s,
                 "client": current.client,
                 "chain_type": current.chain_type,
+                "l1_fee_params": None if l1 is None else l1.as_json(),
                 "deployment": str(cli.deployment_file()),
                 "deployed": deployed,
                 "addresses": addresses,
@@ -97,6 +100,9 @@ def up(
         ("blocks", _blocks(current.block_time_s)),
     ]
     rows += [(name, address) for name, address in addresses.items()]
+    if l1 is not None:
+        rows.append(("L1 data fee", f"L1 base fee {l1.l1_base_fee_wei / 1e9:.6g} gwei, blob base fee "
+                     f"{l1.blob_base_fee_wei / 1e9:.6g} gwei (`crucible devnet l1-fee` to change)"))  # fmt: skip
     if daemon.running:
         rows.append(("IPFS API", f"{daemon.api_url} (use --store kubo:{daemon.api_url})"))
     rows.append(("address book", f"{cli.deployment_file()} ({'written' if deployed else 'already deployed'})"))
@@ -193,3 +199,45 @@ def deploy_command(
                 ],
             )
         )
+
+
+@app.command("l1-fee")
+def l1_fee(
+    ctx: typer.Context,
+    l1_base_fee_gwei: float = typer.Option(None, "--l1-base-fee-gwei", help="Set the L1 base fee (devnet only)."),
+    blob_base_fee_gwei: float = typer.Option(None, "--blob-base-fee-gwei", help="Set the blob base fee (devnet only)."),
+    base_fee_scalar: int = typer.Option(None, "--base-fee-scalar", help="Set the base fee scalar (devnet only)."),
+    blob_base_fee_scalar: int = typer.Option(
+        None, "--blob-base-fee-scalar", help="Set the blob base fee scalar (devnet only)."
+    ),
+    json_output: bool = JSON,
+) -> None:
+    """Show an OP Stack chain's L1 data fee parameters (what every transaction pays for its bytes on L1);
+    on the devnet's `op` chain, set them. A chain without the OP Stack's oracle is refused."""
+    chain = context(ctx).chain()
+    require_l1_fee(chain.w3, chain.rpc_url)
+    current = read_l1_fee_params(chain.w3)
+    given = (l1_base_fee_gwei, blob_base_fee_gwei, base_fee_scalar, blob_base_fee_scalar)
+    if any(value is not None for value in given):
+        if chain.chain_id != devnet_settings().chain_id:
+            raise ConfigError(f"chain {chain.chain_id} is not the devnet: its L1 fee parameters are its sequencer's")
+        if any(value is not None and value < 0 for value in given):
+            raise ConfigError("L1 fee parameters are 0 or more")
+        current = L1FeeParams(
+            current.l1_base_fee_wei if l1_base_fee_gwei is None else int(l1_base_fee_gwei * 10**9),
+            current.blob_base_fee_wei if blob_base_fee_gwei is None else int(blob_base_fee_gwei * 10**9),
+            current.base_fee_scalar if base_fee_scalar is None else base_fee_scalar,
+            current.blob_base_fee_scalar if blob_base_fee_scalar is None else blob_base_fee_scalar,
+        )
+        set_l1_fee_params(chain.w3, current)
+        current = read_l1_fee_params(chain.w3)
+    # What a 1,600-L1-gas transaction (100 compressed bytes, the least an OP Stack chain charges for) pays.
+    smallest = l1_fee_of_gas(1_600, current)
+    if json_output:
+        emit_json(current.as_json() | {"smallest_transaction_l1_fee_wei": str(smallest)})
+        return
+    stdout.print(
+        f"L1 base fee {current.l1_base_fee_wei / 1e9:.6g} gwei (scalar {current.base_fee_scalar:,}), blob base fee "
+        f"{current.blob_base_fee_wei / 1e9:.6g} gwei (scalar {current.blob_base_fee_scalar:,}): the smallest "
+        f"transaction pays {eth(smallest)} of L1 data fee"
+    )

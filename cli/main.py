@@ -12,7 +12,7 @@ from typer._click.exceptions import MissingParameter, NoSuchOption  # not re-exp
 from typer.core import TyperArgument, TyperOption
 
 from cli import account, artifacts, audit, devnet, env, explorer, model, node, stake, task, validator
-from cli.context import CliContext
+from cli.context import CliContext, fee_lines
 from cli.output import stderr
 from protocol.errors import CrucibleError
 
@@ -226,6 +226,9 @@ def run() -> None:
     if result == 130:
         stderr.print("interrupted")
         sys.exit(130)
+    # What the command's transactions paid, on stderr (stdout stays the command's output, --json included).
+    for line in fee_lines():
+        stderr.print(line, markup=False, highlight=False)
     # A command that raised typer.Exit(code) (an audit with findings) returns its code here.
     if isinstance(result, int) and result:
         sys.exit(result)

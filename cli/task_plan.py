@@ -19,11 +19,12 @@ from typing import Any
 
 from protocol.artifacts.backends import open_store
 from protocol.chain.client import Crucible, Role
-from protocol.chain.costs import OP_GAS_PRICE_ORACLE, round_gas
+from protocol.chain.connection import eth
+from protocol.chain.costs import L1_GAS, RoundGas, round_gas
+from protocol.chain.opstack import l1_fee_of_gas, read_l1_fee_params
 from protocol.chain.params import MAX_STALENESS, MIN_WINDOW_S, PPM, TaskParams
 from protocol.errors import CrucibleError, OwnFault
 from protocol.ml.envs.spec import EnvSpec, parse_spec
-from protocol.values import format_tokens
 
 SAMPLE_PROMPTS = 32  # prompts of the learnability sample (generation and scoring only)
 REHEARSAL_PROMPTS = 2  # prompts of the timed rehearsal: generate, prove, score, update, then check it
@@ -288,23 +289,39 @@ def _time(plan: Plan, params: TaskParams, trainers: int, seats: int, work: _Work
 
 
 def _cost(plan: Plan, crucible: Crucible, params: TaskParams, trainers: int, seats: int) -> None:
-    gas = round_gas(trainers, seats, params.sample_rate_ppm / PPM, params.validators_per_check)
-    price = int(crucible.chain.w3.eth.gas_price)
-    l1 = crucible.chain.has_code(OP_GAS_PRICE_ORACLE)
+    """What a round costs its participants: its gas at the chain's price, and on an OP Stack chain the L1
+    data fee of its transactions at the L1 parameters the chain's oracle holds now."""
+    sample_rate, per_check = params.sample_rate_ppm / PPM, params.validators_per_check
+    gas = round_gas(trainers, seats, sample_rate, per_check)
+    chain = crucible.chain
+    price = int(chain.w3.eth.gas_price)
+    l1 = RoundGas(0, 0)
+    fee_params = read_l1_fee_params(chain.w3) if chain.charges_l1_fee() else None
+    if fee_params is not None:
+        l1_gas = round_gas(trainers, seats, sample_rate, per_check, per_call=L1_GAS)
+        l1 = RoundGas(l1_fee_of_gas(l1_gas.trainers, fee_params), l1_fee_of_gas(l1_gas.validators, fee_params))
+    trainers_wei, validators_wei = gas.trainers * price + l1.trainers, gas.validators * price + l1.validators
+    round_wei = trainers_wei + validators_wei
     plan.document["cost"] = {
         "gas_per_round": gas.total,
         "trainers_gas_per_round": gas.trainers,
         "validators_gas_per_round": gas.validators,
         "gas_price_wei": str(price),
-        "round_cost_wei": str(gas.total * price),
-        "task_cost_wei": str(gas.total * price * params.rounds),
-        "l1_data_fee": "charged by this chain, not estimated" if l1 else "none on this chain",
+        "l2_fee_per_round_wei": str(gas.total * price),
+        "l1_data_fee": "charged by this chain" if fee_params is not None else "none on this chain",
+        "l1_fee_params": None if fee_params is None else fee_params.as_json(),
+        "l1_data_fee_per_round_wei": str(l1.total),
+        "trainers_cost_per_round_wei": str(trainers_wei),
+        "validators_cost_per_round_wei": str(validators_wei),
+        "round_cost_wei": str(round_wei),
+        "task_cost_wei": str(round_wei * params.rounds),
     }
+    l1_text = f" + L1 data fee {eth(l1.total)}" if fee_params is not None else ""
     plan.lines.append(
         f"cost: {gas.total:,} gas a round ({trainers} trainers {gas.trainers:,}, validators {gas.validators:,}) at "
-        f"{price / 1e9:.3g} gwei: {format_tokens(gas.total * price, 18)} of the chain's coin a round, "
-        f"{format_tokens(gas.total * price * params.rounds, 18)} for the task"
-        + ("; this chain also charges an L1 data fee, not estimated here" if l1 else "")
+        f"{price / 1e9:.3g} gwei: {eth(gas.total * price)}{l1_text} = {eth(round_wei)} a round for its participants "
+        f"(trainers {eth(trainers_wei)}, validators {eth(validators_wei)}), {eth(round_wei * params.rounds)} for "
+        "the task"
     )
 
 

@@ -175,6 +175,7 @@ class TrainerNode(Participant):
             wall_s=round(self.summary.wall_s, 2),
             busy_fraction=round(self.summary.busy_fraction, 4),
             staleness={str(k): v for k, v in sorted(self.summary.staleness.items())},
+            fees=self.crucible.chain.fees.as_json(),
         )
         return self.summary
 

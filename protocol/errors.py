@@ -37,6 +37,10 @@ class TransactionError(ChainError):
     """A transaction was refused, failed or was not mined in time."""
 
 
+class InsufficientFunds(TransactionError):
+    """The sender cannot pay what a transaction may cost (gas, an L1 data fee, its value): nothing was sent."""
+
+
 class OutOfGas(TransactionError):
     """A mined transaction used all the gas it was given."""
 

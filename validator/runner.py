@@ -192,6 +192,7 @@ class Validator(Participant):
             proposed_rounds=self.summary.proposed,
             disputed=self.summary.disputed,
             claimed_wei=str(self.summary.claimed_wei),
+            fees=self.crucible.chain.fees.as_json(),
         )
         return self.summary
 

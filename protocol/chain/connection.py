@@ -33,7 +33,16 @@ from web3.types import TxReceipt
 
 from protocol.accounts import Signer
 from protocol.chain.contracts import artifact, decode_revert
-from protocol.errors import ChainError, ConfigError, ContractRevert, OutOfGas, RpcUnreachable, TransactionError
+from protocol.chain.opstack import has_l1_fee, l1_fee, receipt_l1_fee
+from protocol.errors import (
+    ChainError,
+    ConfigError,
+    ContractRevert,
+    InsufficientFunds,
+    OutOfGas,
+    RpcUnreachable,
+    TransactionError,
+)
 
 GAS_MARGIN = 1.25
 # Added to every estimate: a rival's transaction landing first in the same block can put this one on a
@@ -87,6 +96,35 @@ def _out_of_gas(tx_hash: HexBytes, receipt: TxReceipt, transaction: Any) -> str:
         f"transaction {tx_hash.to_0x_hex()} ran out of gas: it used {receipt['gasUsed']:,} of its limit of "
         f"{transaction['gas']:,}"
     )
+
+
+def eth(wei: int) -> str:
+    """An amount of the chain's coin for people, fees included (six significant figures)."""
+    return f"{wei / 10**18:.6g} ETH"
+
+
+@dataclass
+class Fees:
+    """What a connection's mined transactions paid, in wei: L2 gas (gas used times its price) and, on an OP
+    Stack chain, the L1 data fee its receipts give."""
+
+    transactions: int = 0
+    l2_wei: int = 0
+    l1_wei: int = 0
+
+    @property
+    def total_wei(self) -> int:
+        return self.l2_wei + self.l1_wei
+
+    def line(self) -> str:
+        """One line for people: `fees: 2 transactions, 0.00042 ETH (L2 gas 0.0004 ETH, L1 data fee 2e-05 ETH)`."""
+        counted = f"{self.transactions} transaction{'s' if self.transactions != 1 else ''}"
+        parts = f"L2 gas {eth(self.l2_wei)}" + (f", L1 data fee {eth(self.l1_wei)}" if self.l1_wei else "")
+        return f"fees: {counted}, {eth(self.total_wei)} ({parts})"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"transactions": self.transactions, "l2_fee_wei": str(self.l2_wei), "l1_fee_wei": str(self.l1_wei),
+                "total_wei": str(self.total_wei)}  # fmt: skip
 
 
 @dataclass
@@ -153,6 +191,8 @@ class Chain:
         self.repriced = 0  # transactions sent again at a higher fee, for reports and tests
         self._interval: tuple[int, float] | None = None  # (seconds between blocks, measured until)
         self._client_version: str | None = None
+        self._l1_fee: bool | None = None
+        self.fees = Fees()  # what this connection's mined transactions paid
 
     def _rpc(self, call: Callable[[], Any]) -> Any:
         """Runs one request: transport errors (already retried by the provider) become RpcUnreachable;
@@ -167,6 +207,12 @@ class Chain:
                     raise
                 time.sleep(self.backoff_s * 2**attempt)
         raise AssertionError("unreachable")
+
+    def charges_l1_fee(self) -> bool:
+        """Whether the chain charges an L1 data fee (an OP Stack chain), asked once."""
+        if self._l1_fee is None:
+            self._l1_fee = bool(self._rpc(lambda: has_l1_fee(self.w3)))
+        return self._l1_fee
 
     def client_version(self) -> str:
         """The node's web3_clientVersion ("anvil/v1.7.1", "HardhatNetwork/3.18.0/…", "Geth/…"), asked once."""
@@ -261,10 +307,29 @@ class Chain:
         with self._nonce_lock:
             transaction["nonce"] = self._nonce_for(signer.address)
             raw = signer.sign_transaction(transaction)
+            self._budget(signer, transaction, raw)
             tx_hash, raw = self._broadcast(raw, signer.address, transaction, signer)
             self._remember(signer.address, transaction["nonce"], raw)
             self._next_nonce[signer.address] = transaction["nonce"] + 1
         return self._await(_Outgoing(signer, transaction, [tx_hash], raw))
+
+    def _budget(self, signer: Signer, transaction: dict[str, Any], raw: bytes) -> None:
+        """InsufficientFunds, before anything is sent, unless the sender holds the most the transaction may
+        cost: its gas limit at its fee cap, the L1 data fee an OP Stack chain adds (priced by the chain's
+        oracle on the signed bytes: an upper bound of what the receipt charges), and its value. Nodes
+        check the same before they take a transaction (op-geth with the L1 fee)."""
+        price = int(transaction.get("maxFeePerGas", transaction.get("gasPrice", 0)))
+        l2 = int(transaction["gas"]) * price
+        l1 = self._rpc(lambda: l1_fee(self.w3, raw)) if self.charges_l1_fee() else 0
+        needed = l2 + l1 + int(transaction.get("value", 0))
+        balance = int(self._rpc(lambda: self.w3.eth.get_balance(Web3.to_checksum_address(signer.address))))
+        if balance < needed:
+            fee = f"gas {eth(l2)}" + (f" + L1 data fee {eth(l1)}" if l1 else "")
+            value = f" + value {eth(int(transaction['value']))}" if transaction.get("value") else ""
+            raise InsufficientFunds(
+                f"{signer.name} ({signer.address}) holds {eth(balance)}; this transaction may cost up to "
+                f"{eth(needed)} ({fee}{value}): fund it first (nothing sent)"
+            )
 
     def _gas_limit(self, estimated: int) -> int:
         """The estimate with room for the dearer path another sender's transaction can put this one on
@@ -423,6 +488,9 @@ class Chain:
                     self._resend(outgoing.raw)
                 self._fill_gap(outgoing.signer.address, nonce)
             time.sleep(self.poll_interval_s)
+        self.fees.transactions += 1
+        self.fees.l2_wei += int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
+        self.fees.l1_wei += receipt_l1_fee(receipt)
         if receipt["status"] != 1:
             raise self._failed(receipt)
         return receipt

@@ -1,6 +1,7 @@
 """What a round costs its participants in gas, from the figures `bench/gas.py` measured from real receipts
 (docs/benchmarks.md, "Gas of every call": the larger of each call's figures, intrinsic gas and calldata
-included). Gas does not depend on the machine; the price does, and is the chain's."""
+included), and, on an OP Stack chain, in L1 data gas, from the receipts `bench/l2_fees.py` measured on
+Hardhat's `op` chain. Gas does not depend on the machine; the price does, and is the chain's."""
 
 from __future__ import annotations
 
@@ -16,8 +17,17 @@ GAS = {
     "proposeCheckpoint": 115_023,
     "finaliseRound": 152_795,
 }
-# The OP-Stack's GasPriceOracle predeploy: where it has code, every transaction also pays an L1 data fee.
-OP_GAS_PRICE_ORACLE = "0x420000000000000000000000000000000000000F"
+# Per call, the L1 data gas an OP Stack chain charges for its bytes (a receipt's `l1GasUsed`: 16 per byte of
+# the transaction's estimated compressed size, 100 bytes at least), the most `bench/l2_fees.py` measured.
+L1_GAS = {
+    "submitWork": 2_825,
+    "settle": 1_600,
+    "claim": 1_600,
+    "attest": 2_437,
+    "fixCheckSeed": 1_600 + 5_341,  # the request, then the fix (which carries the seed block's header)
+    "proposeCheckpoint": 2_048,
+    "finaliseRound": 1_600,
+}
 
 
 @dataclass(frozen=True)
@@ -32,17 +42,28 @@ class RoundGas:
         return self.trainers + self.validators
 
 
-def round_gas(trainers: int, validators: int, sample_rate: float, validators_per_check: int) -> RoundGas:
-    """The gas of a round with `trainers` submissions and `validators` seated: each sampled submission gets
-    `validators_per_check` attestations, `validators_per_check` aggregators propose, one sender fixes the seed
-    and one finalises, and every participant claims once (claims gather credits: once a round is the most)."""
-    per_trainer = GAS["submitWork"] + GAS["settle"] + GAS["claim"]
-    attestations = round(trainers * sample_rate * validators_per_check)
-    validator_side = (
-        attestations * GAS["attest"]
-        + validators_per_check * GAS["proposeCheckpoint"]
-        + GAS["fixCheckSeed"]
-        + GAS["finaliseRound"]
-        + validators * GAS["claim"]
-    )
-    return RoundGas(trainers * per_trainer, validator_side)
+def round_calls(
+    trainers: int, validators: int, sample_rate: float, validators_per_check: int
+) -> tuple[dict[str, int], dict[str, int]]:
+    """How often each call is sent in a round with `trainers` submissions and `validators` seated, by the
+    trainers and by the validators: each sampled submission gets `validators_per_check` attestations,
+    `validators_per_check` aggregators propose, one sender fixes the seed and one finalises, and every
+    participant claims once (claims gather credits: once a round is the most)."""
+    by_trainers = {"submitWork": trainers, "settle": trainers, "claim": trainers}
+    by_validators = {
+        "attest": round(trainers * sample_rate * validators_per_check),
+        "proposeCheckpoint": validators_per_check,
+        "fixCheckSeed": 1,
+        "finaliseRound": 1,
+        "claim": validators,
+    }
+    return by_trainers, by_validators
+
+
+def round_gas(
+    trainers: int, validators: int, sample_rate: float, validators_per_check: int, per_call: dict[str, int] = GAS
+) -> RoundGas:
+    """The gas of a round (`round_calls`), by who sends it; `per_call=L1_GAS` gives its L1 data gas."""
+    by_trainers, by_validators = round_calls(trainers, validators, sample_rate, validators_per_check)
+    return RoundGas(sum(per_call[c] * n for c, n in by_trainers.items()),
+                    sum(per_call[c] * n for c, n in by_validators.items()))  # fmt: skip

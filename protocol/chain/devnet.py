@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from web3 import Web3
 from web3.types import TxReceipt
 
 from protocol.accounts import Signer
 from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
 from protocol.chain.hardhat import CHAIN_TYPES, start_hardhat
+from protocol.chain.opstack import DEVNET_L1_FEE, set_l1_fee_params
 from protocol.config import REPO_ROOT, crucible_home, devnet_settings
 from protocol.errors import ChainError, ConfigError
 
@@ -109,10 +111,16 @@ def start_chain(
     if client == "anvil":
         return start_anvil(port, log_path, state_path, detach, block_time_s)
     process = start_hardhat(port, log_path, block_time_s, chain_type, detach)
-    # Hardhat's node logs every request it answers (a line per eth_call: gigabytes a day): transactions
-    # and errors are in the chain itself.
-    _await_start(process, port, lambda: _rpc(f"http://127.0.0.1:{port}", "hardhat_setLoggingEnabled", [False]))
+    _await_start(process, port, lambda: _hardhat_ready(f"http://127.0.0.1:{port}", chain_type))
     return process
+
+
+def _hardhat_ready(rpc_url: str, chain_type: str) -> None:
+    """Hardhat's node logs every request it answers (a line per eth_call: gigabytes a day; transactions and
+    errors are in the chain itself): turned off. An OP Stack chain gets non-zero L1 fee parameters."""
+    _rpc(rpc_url, "hardhat_setLoggingEnabled", [False])
+    if chain_type == "op":
+        set_l1_fee_params(Web3(Web3.HTTPProvider(rpc_url)), DEVNET_L1_FEE)
 
 
 def check_client(client: str) -> None:

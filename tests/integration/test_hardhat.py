@@ -1,4 +1,5 @@
-"""The second EVM client: a whole round on Hardhat's node (EDR) with one-second blocks, and `devnet up --client`.
+"""The second EVM client: a whole round on Hardhat's node (EDR) with one-second blocks, `devnet up --client`, and
+an OP Stack chain's L1 data fee (Hardhat's `op` chain type).
 
 Anvil runs every other test; this file is what keeps "any EVM chain" from meaning "Anvil": the chain layer's
 devnet calls (setBalance, the clock, traces of failed transactions) and its revert decoding run against a
@@ -15,13 +16,21 @@ import time
 from pathlib import Path
 
 import pytest
+from eth_account import Account
 from helpers.demo import demo_env, demo_processes
 
+from protocol.accounts import Signer
 from protocol.chain import devnet
+from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
+from protocol.chain.deployment import Deployment
+from protocol.errors import InsufficientFunds
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
+MODEL_CID = (
+    "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"  # a task plan that cannot fetch it still prices
+)
 
 
 def test_a_round_on_hardhat_pays_the_honest_slashes_the_cheat_and_balances(tmp_path: Path) -> None:
@@ -86,3 +95,51 @@ def test_devnet_up_on_hardhat_mines_on_its_interval_and_refuses_what_it_cannot_r
     finally:
         down = _crucible(home, "devnet", "down", "--json")
     assert json.loads(down.stdout)["stopped"] is True
+
+
+def test_an_op_chain_shows_budgets_and_plans_the_l1_data_fee(tmp_path: Path, anvil: devnet.LocalChain) -> None:
+    """On Hardhat's OP Stack chain (non-zero L1 fee parameters): a command that sends says what its transactions
+    paid, L1 data fee included; `task plan` prices a round with it; a sender who can pay the L2 gas but not the
+    L1 fee is refused before anything is sent. On a chain without the oracle, asking for L1 fees is one line,
+    exit 1. Broken version: drop the L1 term from `Chain._budget` → the approve below is sent."""
+    home, book = tmp_path / "home", tmp_path / "31337.json"
+    port = str(devnet.free_port())
+    up = _crucible(home, "--deployment", str(book), "devnet", "up", "--client", "hardhat", "--chain-type", "op",
+                   "--port", port, "--json")  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    try:
+        started = json.loads(up.stdout)
+        assert started["chain_type"] == "op" and int(started["l1_fee_params"]["l1_base_fee_wei"]) > 0
+        staked = _crucible(home, "--deployment", str(book), "stake", "deposit", "100", "--role", "trainer",
+                           "--account", "dev1", "--yes")  # fmt: skip
+        assert staked.returncode == 0, staked.stderr
+        fees = [line for line in staked.stderr.splitlines() if line.startswith("fees: ")]
+        assert len(fees) == 1 and "fees: 2 transactions" in fees[0] and "L1 data fee" in fees[0], staked.stderr
+        options = ["--env", "arithmetic", "--bounty", "100", "--rounds", "2", "--skip-availability-check"]
+        planned = _crucible(home, "--deployment", str(book), "task", "plan", "--model", MODEL_CID, *options, "--json")
+        assert planned.returncode == 0, planned.stderr
+        cost = json.loads(planned.stdout)["cost"]
+        assert cost["l1_data_fee"] == "charged by this chain" and int(cost["l1_data_fee_per_round_wei"]) > 0
+        assert int(cost["round_cost_wei"]) == int(cost["l2_fee_per_round_wei"]) + int(cost["l1_data_fee_per_round_wei"])
+        assert int(cost["trainers_cost_per_round_wei"]) + int(cost["validators_cost_per_round_wei"]) == int(
+            cost["round_cost_wei"]
+        )
+
+        # A dear L1 (1,000,000 gwei): the smallest transaction's L1 fee is ~0.0084 ETH, its L2 gas ~0.0002.
+        raised = _crucible(home, "devnet", "l1-fee", "--l1-base-fee-gwei", "1000000", "--json")
+        assert raised.returncode == 0 and json.loads(raised.stdout)["l1_base_fee_wei"] == str(10**15), raised.stderr
+        chain = Chain(started["rpc_url"])
+        crucible = Crucible(chain, Deployment.load(book))
+        account = Account.create()
+        poor = Signer(account.address, "poor", account)
+        devnet.set_balance(chain, poor.address, 10**15)  # 0.001 ETH: the L2 gas, not the L1 fee
+        # With its gas limit given (Hardhat's own estimate already counts the L1 fee and refuses), the budget
+        # is all that stands between the transaction and the node.
+        with pytest.raises(InsufficientFunds, match="L1 data fee"):
+            chain.transact(crucible.token.functions.approve(crucible.stakes.address, 1), poor, gas=60_000)
+        assert chain.w3.eth.get_transaction_count(poor.address) == 0  # nothing sent
+    finally:
+        _crucible(home, "devnet", "down")
+    refused = _crucible(home, "--rpc", anvil.rpc_url, "devnet", "l1-fee")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and len(lines) == 1 and "has no OP Stack GasPriceOracle" in lines[0], refused.stderr
