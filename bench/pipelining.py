@@ -163,6 +163,8 @@ def main() -> None:
     parser.add_argument("--eval-problems", type=int, default=300)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if 0 not in {int(value) for value in args.staleness.split(",")}:
+        raise SystemExit("--staleness must include 0: every run is compared with sequential rounds")
 
     started = time.time()
     runs: list[dict[str, Any]] = []
@@ -189,7 +191,9 @@ def main() -> None:
                 "duration_s": run["duration_s"],
                 "accepted_samples": run["accepted_samples"],
                 "samples_per_hour": run["samples_per_hour"],
-                "samples_per_hour_vs_staleness_0": round(run["samples_per_hour"] / base["samples_per_hour"], 2),
+                "samples_per_hour_vs_staleness_0": (
+                    round(run["samples_per_hour"] / base["samples_per_hour"], 2) if base["samples_per_hour"] else None
+                ),
                 "mean_round_period_s": run["mean_round_period_s"],
                 # A long task's rate: a round's samples every round period (the tail of the last round's
                 # windows amortised away).

@@ -238,9 +238,10 @@ class TrainerNode(Participant):
             return self._skip(round_index, "the submission window had closed")
         if record is None:
             if self._last_work_s is not None and now + self._last_work_s > deadline:
-                return self._skip(
-                    round_index, f"{deadline - now} s left, the last round's work took {self._last_work_s:.0f} s"
-                )
+                took, self._last_work_s = self._last_work_s, None
+                # One slow round (the first carries the start-up: loading the model, warming torch) must not
+                # idle the node for good: the next round is tried, and measured, again.
+                return self._skip(round_index, f"{deadline - now} s left, the last round's work took {took:.0f} s")
             free = self.crucible.stake_account(self.address).free
             if free < self.crucible.task(task_id).min_trainer_stake:
                 # Its open submissions still lock the stake (settled when their rounds end), or it was slashed.

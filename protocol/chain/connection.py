@@ -127,6 +127,16 @@ class Fees:
                 "total_wei": str(self.total_wei)}  # fmt: skip
 
 
+def _unfunded(signer: Signer, message: str) -> InsufficientFunds | None:
+    """InsufficientFunds where a node's refusal of an estimate says the sender cannot pay (Anvil and geth:
+    "insufficient funds"; Hardhat: "doesn't have enough funds", its upfront cost with the L1 fee)."""
+    if "insufficient funds" not in message.lower() and "enough funds" not in message.lower():
+        return None
+    return InsufficientFunds(
+        f"{signer.name} ({signer.address}) cannot pay for this transaction: {message} (nothing sent)"
+    )
+
+
 @dataclass
 class _Outgoing:
     """A sent transaction: the latest version's fields and signed bytes, and the hash of every version
@@ -299,9 +309,12 @@ class Chain:
             try:
                 estimated = self._rpc(lambda: call.estimate_gas(base))
             except ContractLogicError as error:
-                raise self._revert(error) from None
+                raise _unfunded(signer, str(error.message or error)) or self._revert(error) from None
             except Web3RPCError as error:
-                raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
+                message = _rpc_message(error)
+                raise _unfunded(signer, message) or TransactionError(
+                    f"transaction refused by {self.rpc_url}: {message}"
+                ) from None
             gas = self._gas_limit(estimated)
         transaction = call.build_transaction({**base, "gas": gas, **self._fees()})
         with self._nonce_lock:

@@ -133,10 +133,13 @@ def test_an_op_chain_shows_budgets_and_plans_the_l1_data_fee(tmp_path: Path, anv
         account = Account.create()
         poor = Signer(account.address, "poor", account)
         devnet.set_balance(chain, poor.address, 10**15)  # 0.001 ETH: the L2 gas, not the L1 fee
-        # With its gas limit given (Hardhat's own estimate already counts the L1 fee and refuses), the budget
-        # is all that stands between the transaction and the node.
+        approve = crucible.token.functions.approve(crucible.stakes.address, 1)
+        # Hardhat's estimate counts the L1 fee in the upfront cost and refuses: one line, not a "revert".
+        with pytest.raises(InsufficientFunds, match="enough funds"):
+            chain.transact(approve, poor)
+        # With its gas limit given (no estimate), the budget is all that stands between it and the node.
         with pytest.raises(InsufficientFunds, match="L1 data fee"):
-            chain.transact(crucible.token.functions.approve(crucible.stakes.address, 1), poor, gas=60_000)
+            chain.transact(approve, poor, gas=60_000)
         assert chain.w3.eth.get_transaction_count(poor.address) == 0  # nothing sent
     finally:
         _crucible(home, "devnet", "down")
