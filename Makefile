@@ -23,7 +23,7 @@ export CRUCIBLE_MODEL_CACHE := $(CURDIR)/.tools/models
 SMOLLM2 := .tools/models/smollm2-135m-instruct/config.json
 CONTRACT_SOURCES := $(shell find contracts/src -name '*.sol') foundry.toml
 
-.PHONY: help setup setup-parts build demo test static-checks lint test-contracts mutants test-python clean
+.PHONY: help setup setup-parts build demo test contract-checks lint test-contracts mutants test-python clean
 
 help:
 	@echo "make demo   install what is missing, then walk a task's lifecycle on a devnet"
@@ -107,20 +107,22 @@ $(BUILD_STAMP): $(CONTRACT_SOURCES) $(NODE_STAMP)
 demo: setup build
 	$(VENV)/bin/crucible demo
 
-# NICE: how the static checks run (make test runs them beside pytest, at the lowest CPU priority).
-NICE :=
-
 lint: setup build
-	$(NICE) $(VENV)/bin/ruff format --check protocol cli node validator auditor explorer demo tests scripts bench
-	$(NICE) $(VENV)/bin/ruff check protocol cli node validator auditor explorer demo tests scripts bench
-	$(NICE) $(VENV)/bin/mypy
+	$(VENV)/bin/ruff format --check protocol cli node validator auditor explorer demo tests scripts bench
+	$(VENV)/bin/ruff check protocol cli node validator auditor explorer demo tests scripts bench
+	$(VENV)/bin/mypy
 	$(FORGE) fmt --check contracts
-	PATH="$(FOUNDRY_BIN):$$PATH" $(NICE) $(SLITHER_VENV)/bin/slither . --compile-force-framework foundry \
+	PATH="$(FOUNDRY_BIN):$$PATH" $(SLITHER_VENV)/bin/slither . --compile-force-framework foundry \
 		--filter-paths "node_modules|contracts/test" \
 		--exclude-informational --exclude-low --exclude-optimization --fail-medium
 
+# NICE: how the contract checks run (make test runs them beside pytest, at the lowest CPU priority). The forge
+# tests build into a folder of their own: pytest reads the contracts' artifacts from contracts/out meanwhile,
+# and a build there rewrites them.
+NICE :=
+
 test-contracts: setup build
-	$(NICE) $(FORGE) test
+	$(NICE) $(FORGE) test --out .tools/forge-test/out --cache-path .tools/forge-test/cache
 
 mutants: setup build
 	$(NICE) $(PY) scripts/mutants.py
@@ -131,15 +133,15 @@ mutants: setup build
 test-python: setup build
 	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
-# pytest is the longest part, and a quarter of its time the CPU waits (on child processes, on the devnet's
-# clock): lint, the forge tests and the mutation check run beside it, one after another, at the lowest CPU
-# priority, on what pytest leaves idle. Each side's output is printed whole when it ends; make test fails if
-# either fails.
-test: setup build
-	@$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-python static-checks
+# Lint first (Slither rebuilds contracts/out). Then pytest, the longest part, a quarter of whose time the CPU
+# waits (on child processes, on the devnet's clock): the forge tests and the mutation check (which builds each
+# mutant in a copy of its own) run beside it, one after the other, at the lowest CPU priority, on what pytest
+# leaves idle. Each side's output is printed whole when it ends; make test fails if either fails.
+test: lint
+	@$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-python contract-checks
 
-static-checks: setup build
-	@$(MAKE) --no-print-directory NICE="nice -n 19" lint test-contracts mutants
+contract-checks: setup build
+	@$(MAKE) --no-print-directory NICE="nice -n 19" test-contracts mutants
 
 clean:
 	rm -rf contracts/out contracts/cache crytic-export .pytest_cache .mypy_cache .ruff_cache
