@@ -27,7 +27,14 @@ from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.costs import L1_GAS, round_gas
 from protocol.chain.deployment import deploy
-from protocol.chain.opstack import DEVNET_L1_FEE, L1FeeParams, l1_fee_of_gas, receipt_l1_fee, set_l1_fee_params
+from protocol.chain.opstack import (
+    DEVNET_L1_FEE,
+    L1FeeParams,
+    l1_fee_of_gas,
+    receipt_field,
+    receipt_l1_fee,
+    set_l1_fee_params,
+)
 from protocol.chain.params import PPM, demo_task_params
 from protocol.config import devnet_settings
 
@@ -45,7 +52,7 @@ def one_round(crucible: Crucible, creator: Signer, trainers: int, validators: in
         totals = sides[side]
         totals["transactions"] += 1
         totals["gas"] += int(receipt["gasUsed"])
-        totals["l1_gas"] += int(str(receipt.get("l1GasUsed", "0x0")), 16)
+        totals["l1_gas"] += receipt_field(receipt, "l1GasUsed")
         totals["l1_fee_wei"] += receipt_l1_fee(receipt)
 
     chain = crucible.chain

@@ -11,11 +11,16 @@ the same held-out problems, so runs pair problem by problem:
 - cost of the poison: the final checkpoint of a poisoned run against the honest run's, same rule and count;
 - cost of the rule: the honest `clipped_mean` run's final checkpoint against the honest `mean` run's.
 
-A difference whose interval holds zero is no difference. Runs differ by more than the poison: each run's
+A difference whose interval holds zero is no difference. Demo runs differ by more than the poison: each run's
 chain seeds pick other prompts, so the figures carry training noise too (say so beside them).
 
+`--in-process` runs the same task without a chain, every trainer's work (`node.work.produce_work`) and the outer
+step (`protocol.ml.aggregation.aggregate`) in this process, with fixed round seeds (`--seeds`: one paired set of
+runs per seed). A poisoned run then differs from its honest one by the poison alone, and the first round's
+honest work, the same in every run of a seed and trainer count, is computed once.
+
 Run: .venv/bin/python -m bench.poison [--model tiny] [--trainers 3,5] [--rounds 3] [--prompts 64] [--rules mean]
-[--poisons scaled-update] [--json]
+[--poisons scaled-update] [--in-process [--seeds 0,1]] [--json]
 """
 
 from __future__ import annotations
@@ -26,9 +31,19 @@ import platform
 import time
 from typing import Any
 
-from demo.options import DemoOptions
+from demo.options import DEMO_REAL_ENV, REAL_DEFAULTS, REAL_MODEL_PRESET, DemoOptions
 from demo.runner import Demo
-from protocol.ml.evaluation import paired_gain
+from node.adversary import adversary_of
+from node.work import produce_work
+from protocol.artifacts.cid import cid_of_bytes
+from protocol.artifacts.manifest import own_tensors
+from protocol.ml.aggregation import aggregate
+from protocol.ml.envs.presets import preset
+from protocol.ml.envs.spec import spec_with_settings
+from protocol.ml.evaluation import held_out_rewards, paired_gain
+from protocol.ml.importing import model_folder
+from protocol.ml.model import LoadedModel, load_folder
+from protocol.work.round import RoundContext
 
 POISONS = ("scaled-update", "poisoned-update", "random-update", "steady-push")
 RULES = ("clipped_mean", "mean")
@@ -54,6 +69,82 @@ def _figures(before: tuple[float, ...], after: tuple[float, ...]) -> dict[str, A
     return {"points": round(100 * gain.mean, 1), "low": round(100 * gain.low, 1), "high": round(100 * gain.high, 1)}
 
 
+def _demo_final(args: argparse.Namespace, trainers: int, rule: str, poison: str | None, _: int) -> dict[str, Any]:
+    """One whole demo run: its initial and final held-out greedy rewards, and whether its books balanced."""
+    with Demo(_options(args, trainers, rule, poison), lambda message: None, lambda *stage: None) as demo:
+        summary = demo.run()
+    initial, final = demo.held_out["greedy"]
+    return {"initial": initial, "final": final, "balanced": summary["money_check"]["balanced"]}
+
+
+class InProcess:
+    """The demo's task without a chain: `trainers` trainers' work and the outer step in this process, round seeds
+    fixed by `seed`; the last trainer is the poisoner. Round 0's honest updates are kept across runs."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import torch
+
+        torch.manual_seed(0)
+        self.args = args
+        self.rounds = args.rounds or REAL_DEFAULTS["rounds"]
+        prompts = args.prompts or REAL_DEFAULTS["prompts"]
+        document = preset(REAL_MODEL_PRESET).document(DEMO_REAL_ENV)
+        self.settings = [f"training.prompts_per_round={prompts}"]
+        self.spec = spec_with_settings(document, self.settings)
+        self.base = load_folder(model_folder(args.model))
+        self.first_round: dict[tuple[int, int], list[Any]] = {}
+        self.initial = held_out_rewards(self.base.model, self.base.tokenizer, self.spec, args.eval_problems, True)
+
+    def __call__(
+        self, _: argparse.Namespace, trainers: int, rule: str, poison: str | None, seed: int
+    ) -> dict[str, Any]:
+        import copy
+
+        spec = spec_with_settings(self.spec.model_dump(mode="json"), [f"training.aggregation.rule={rule}"])
+        loaded = LoadedModel(copy.deepcopy(self.base.model), self.base.tokenizer, None)
+        adversary = adversary_of(poison)
+        for round_index in range(self.rounds):
+            honest = self._honest_updates(loaded, spec, trainers, round_index, seed)
+            updates = [(node, update) for node, (update, _) in enumerate(honest)]
+            if adversary is not None:
+                update, context = honest[-1]
+                updates[-1] = (trainers - 1, adversary.corrupt_update(update, context))
+            state = aggregate(own_tensors(loaded.model), updates, spec.training).state
+            loaded.model.load_state_dict(state, strict=False)  # tied names load through their first name
+        final = held_out_rewards(loaded.model, loaded.tokenizer, spec, self.args.eval_problems, True)
+        return {"initial": self.initial, "final": final, "balanced": None}
+
+    def _honest_updates(
+        self, loaded: LoadedModel, spec: Any, trainers: int, round_index: int, seed: int
+    ) -> list[tuple[Any, RoundContext]]:
+        """Each trainer's honest update this round, with its round context (round 0's kept across runs: the
+        rule does not act before the first outer step)."""
+        kept = self.first_round.get((trainers, seed)) if round_index == 0 else None
+        if kept is not None:
+            return kept
+        found = []
+        for node in range(trainers):
+            context = RoundContext(
+                chain_id=31337,
+                market="0x" + "00" * 20,
+                task_id=1,
+                round_index=round_index,
+                node="0x" + f"{node + 1:040x}",
+                work_seed=(seed << 64 | round_index).to_bytes(32, "big"),
+                checkpoint_cid=cid_of_bytes(f"seed {seed} round {round_index}".encode()),  # nothing is stored
+                env_cid=cid_of_bytes(spec.canonical_bytes()),
+                base_round=round_index,
+            )
+            found.append((produce_work(loaded, spec, context).update, context))
+        if round_index == 0:
+            self.first_round[trainers, seed] = found
+        return found
+
+
+def _accuracy(rewards: tuple[float, ...]) -> float:
+    return round(sum(reward >= 1.0 for reward in rewards) / len(rewards), 4)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="a packaged model, a folder, or a made-up size (tiny)")
@@ -64,41 +155,51 @@ def main() -> None:
     parser.add_argument("--poisons", default=",".join(POISONS), help="poison strategies, comma-separated")
     parser.add_argument("--rules", default=",".join(RULES), help="outer-step rules, comma-separated")
     parser.add_argument("--port", type=int, default=8700, help="the demo's first port (away from a running demo's)")
+    parser.add_argument(
+        "--poison-rules",
+        default=None,
+        help="rules the poisons run under (default: every rule; the others run honest only, as baselines)",
+    )
+    parser.add_argument("--in-process", action="store_true", help="no chain, fixed round seeds (see above)")
+    parser.add_argument("--seeds", default="0", help="--in-process: round-seed sets, comma-separated")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    run_one = InProcess(args) if args.in_process else _demo_final
+    seeds = [int(seed) for seed in args.seeds.split(",")] if args.in_process else [0]
     poisons = [name for name in args.poisons.split(",") if name]
     rules = [name for name in args.rules.split(",") if name]
-    finals: dict[tuple[int, str, str | None], tuple[float, ...]] = {}
+    poison_rules = rules if args.poison_rules is None else args.poison_rules.split(",")
+    finals: dict[tuple[int, int, str, str | None], tuple[float, ...]] = {}
     runs: list[dict[str, Any]] = []
     for trainers in (int(count) for count in args.trainers.split(",")):
-        for rule in rules:
-            for poison in (None, *poisons):
-                started = time.perf_counter()
-                with Demo(_options(args, trainers, rule, poison), lambda message: None, lambda *stage: None) as demo:
-                    summary = demo.run()
-                initial, final = demo.held_out["greedy"]
-                finals[trainers, rule, poison] = final
-                run = {
-                    "trainers": trainers, "rule": rule, "poison": poison,
-                    "seconds": round(time.perf_counter() - started, 1),
-                    "initial_accuracy": summary["rounds"][0]["accuracy"],
-                    "final_accuracy": summary["rounds"][-1]["accuracy"],
-                    "gain": _figures(initial, final),
-                    "poison_cost": None if poison is None else _figures(finals[trainers, rule, None], final),
-                    "balanced": summary["money_check"]["balanced"],
-                }  # fmt: skip
-                runs.append(run)
-                print(json.dumps(run), flush=True)
+        for seed in seeds:
+            for rule in rules:
+                for poison in (None, *(poisons if rule in poison_rules else ())):
+                    started = time.perf_counter()
+                    result = run_one(args, trainers, rule, poison, seed)
+                    finals[trainers, seed, rule, poison] = final = result["final"]
+                    honest = finals[trainers, seed, rule, None]
+                    run = {
+                        "trainers": trainers, "seed": seed, "rule": rule, "poison": poison,
+                        "seconds": round(time.perf_counter() - started, 1),
+                        "initial_accuracy": _accuracy(result["initial"]), "final_accuracy": _accuracy(final),
+                        "gain": _figures(result["initial"], final),
+                        "poison_cost": None if poison is None else _figures(honest, final),
+                        "balanced": result["balanced"],
+                    }  # fmt: skip
+                    runs.append(run)
+                    print(json.dumps(run), flush=True)
     rule_cost = [
-        {"trainers": trainers, **_figures(finals[trainers, "mean", None], finals[trainers, "clipped_mean", None])}
-        for trainers in sorted({key[0] for key in finals})
-        if (trainers, "mean", None) in finals and (trainers, "clipped_mean", None) in finals
+        {"trainers": trainers, "seed": seed, "rule": rule, **_figures(finals[trainers, seed, "mean", None], final)}
+        for (trainers, seed, rule, poison), final in finals.items()
+        if poison is None and rule != "mean" and (trainers, seed, "mean", None) in finals
     ]
     document = {
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
         "model": args.model,
         "runs": runs,
-        "honest_clipped_against_mean": rule_cost,
+        "in_process": args.in_process,
+        "honest_rule_against_mean": rule_cost,
     }
     print(json.dumps(document, indent=None if args.json else 2))
 

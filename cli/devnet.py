@@ -12,8 +12,9 @@ from cli.output import emit_json, key_value_table, stderr, stdout
 from protocol.accounts import load_signer
 from protocol.artifacts.ipfs_node import devnet_ipfs_down, devnet_ipfs_status, devnet_ipfs_up
 from protocol.chain import devnet
-from protocol.chain.connection import Chain, eth
+from protocol.chain.connection import Chain
 from protocol.chain.deployment import DEFAULT_UNBONDING_S, DEVNET_UNBONDING_S, Deployment, deploy, is_live
+from protocol.chain.fees import eth
 from protocol.chain.opstack import L1FeeParams, l1_fee_of_gas, read_l1_fee_params, require_l1_fee, set_l1_fee_params
 from protocol.config import devnet_settings
 from protocol.errors import ConfigError
@@ -101,8 +102,7 @@ def up(
     ]
     rows += [(name, address) for name, address in addresses.items()]
     if l1 is not None:
-        rows.append(("L1 data fee", f"L1 base fee {l1.l1_base_fee_wei / 1e9:.6g} gwei, blob base fee "
-                     f"{l1.blob_base_fee_wei / 1e9:.6g} gwei (`crucible devnet l1-fee` to change)"))  # fmt: skip
+        rows.append(("L1 data fee", f"{l1.describe()} (`crucible devnet l1-fee` to change)"))
     if daemon.running:
         rows.append(("IPFS API", f"{daemon.api_url} (use --store kubo:{daemon.api_url})"))
     rows.append(("address book", f"{cli.deployment_file()} ({'written' if deployed else 'already deployed'})"))
@@ -236,8 +236,4 @@ def l1_fee(
     if json_output:
         emit_json(current.as_json() | {"smallest_transaction_l1_fee_wei": str(smallest)})
         return
-    stdout.print(
-        f"L1 base fee {current.l1_base_fee_wei / 1e9:.6g} gwei (scalar {current.base_fee_scalar:,}), blob base fee "
-        f"{current.blob_base_fee_wei / 1e9:.6g} gwei (scalar {current.blob_base_fee_scalar:,}): the smallest "
-        f"transaction pays {eth(smallest)} of L1 data fee"
-    )
+    stdout.print(f"{current.describe(scalars=True)}: the smallest transaction pays {eth(smallest)} of L1 data fee")

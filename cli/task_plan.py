@@ -19,8 +19,8 @@ from typing import Any
 
 from protocol.artifacts.backends import open_store
 from protocol.chain.client import Crucible, Role
-from protocol.chain.connection import eth
 from protocol.chain.costs import L1_GAS, RoundGas, round_gas
+from protocol.chain.fees import eth
 from protocol.chain.opstack import l1_fee_of_gas, read_l1_fee_params
 from protocol.chain.params import MAX_STALENESS, MIN_WINDOW_S, PPM, TaskParams
 from protocol.errors import CrucibleError, OwnFault

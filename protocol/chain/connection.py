@@ -33,12 +33,12 @@ from web3.types import TxReceipt
 
 from protocol.accounts import Signer
 from protocol.chain.contracts import artifact, decode_revert
-from protocol.chain.opstack import has_l1_fee, l1_fee, receipt_l1_fee
+from protocol.chain.fees import Fees, require_funds, unfunded
+from protocol.chain.opstack import has_l1_fee, l1_fee
 from protocol.errors import (
     ChainError,
     ConfigError,
     ContractRevert,
-    InsufficientFunds,
     OutOfGas,
     RpcUnreachable,
     TransactionError,
@@ -95,45 +95,6 @@ def _out_of_gas(tx_hash: HexBytes, receipt: TxReceipt, transaction: Any) -> str:
     return (
         f"transaction {tx_hash.to_0x_hex()} ran out of gas: it used {receipt['gasUsed']:,} of its limit of "
         f"{transaction['gas']:,}"
-    )
-
-
-def eth(wei: int) -> str:
-    """An amount of the chain's coin for people, fees included (six significant figures)."""
-    return f"{wei / 10**18:.6g} ETH"
-
-
-@dataclass
-class Fees:
-    """What a connection's mined transactions paid, in wei: L2 gas (gas used times its price) and, on an OP
-    Stack chain, the L1 data fee its receipts give."""
-
-    transactions: int = 0
-    l2_wei: int = 0
-    l1_wei: int = 0
-
-    @property
-    def total_wei(self) -> int:
-        return self.l2_wei + self.l1_wei
-
-    def line(self) -> str:
-        """One line for people: `fees: 2 transactions, 0.00042 ETH (L2 gas 0.0004 ETH, L1 data fee 2e-05 ETH)`."""
-        counted = f"{self.transactions} transaction{'s' if self.transactions != 1 else ''}"
-        parts = f"L2 gas {eth(self.l2_wei)}" + (f", L1 data fee {eth(self.l1_wei)}" if self.l1_wei else "")
-        return f"fees: {counted}, {eth(self.total_wei)} ({parts})"
-
-    def as_json(self) -> dict[str, Any]:
-        return {"transactions": self.transactions, "l2_fee_wei": str(self.l2_wei), "l1_fee_wei": str(self.l1_wei),
-                "total_wei": str(self.total_wei)}  # fmt: skip
-
-
-def _unfunded(signer: Signer, message: str) -> InsufficientFunds | None:
-    """InsufficientFunds where a node's refusal of an estimate says the sender cannot pay (Anvil and geth:
-    "insufficient funds"; Hardhat: "doesn't have enough funds", its upfront cost with the L1 fee)."""
-    if "insufficient funds" not in message.lower() and "enough funds" not in message.lower():
-        return None
-    return InsufficientFunds(
-        f"{signer.name} ({signer.address}) cannot pay for this transaction: {message} (nothing sent)"
     )
 
 
@@ -309,10 +270,10 @@ class Chain:
             try:
                 estimated = self._rpc(lambda: call.estimate_gas(base))
             except ContractLogicError as error:
-                raise _unfunded(signer, str(error.message or error)) or self._revert(error) from None
+                raise unfunded(signer, str(error.message or error)) or self._revert(error) from None
             except Web3RPCError as error:
                 message = _rpc_message(error)
-                raise _unfunded(signer, message) or TransactionError(
+                raise unfunded(signer, message) or TransactionError(
                     f"transaction refused by {self.rpc_url}: {message}"
                 ) from None
             gas = self._gas_limit(estimated)
@@ -328,21 +289,11 @@ class Chain:
 
     def _budget(self, signer: Signer, transaction: dict[str, Any], raw: bytes) -> None:
         """InsufficientFunds, before anything is sent, unless the sender holds the most the transaction may
-        cost: its gas limit at its fee cap, the L1 data fee an OP Stack chain adds (priced by the chain's
-        oracle on the signed bytes: an upper bound of what the receipt charges), and its value. Nodes
-        check the same before they take a transaction (op-geth with the L1 fee)."""
-        price = int(transaction.get("maxFeePerGas", transaction.get("gasPrice", 0)))
-        l2 = int(transaction["gas"]) * price
+        cost, the L1 data fee of an OP Stack chain included (priced by the chain's oracle on the signed
+        bytes: an upper bound of what the receipt charges)."""
         l1 = self._rpc(lambda: l1_fee(self.w3, raw)) if self.charges_l1_fee() else 0
-        needed = l2 + l1 + int(transaction.get("value", 0))
         balance = int(self._rpc(lambda: self.w3.eth.get_balance(Web3.to_checksum_address(signer.address))))
-        if balance < needed:
-            fee = f"gas {eth(l2)}" + (f" + L1 data fee {eth(l1)}" if l1 else "")
-            value = f" + value {eth(int(transaction['value']))}" if transaction.get("value") else ""
-            raise InsufficientFunds(
-                f"{signer.name} ({signer.address}) holds {eth(balance)}; this transaction may cost up to "
-                f"{eth(needed)} ({fee}{value}): fund it first (nothing sent)"
-            )
+        require_funds(signer, transaction, l1, balance)
 
     def _gas_limit(self, estimated: int) -> int:
         """The estimate with room for the dearer path another sender's transaction can put this one on
@@ -501,9 +452,7 @@ class Chain:
                     self._resend(outgoing.raw)
                 self._fill_gap(outgoing.signer.address, nonce)
             time.sleep(self.poll_interval_s)
-        self.fees.transactions += 1
-        self.fees.l2_wei += int(receipt["gasUsed"]) * int(receipt.get("effectiveGasPrice", 0))
-        self.fees.l1_wei += receipt_l1_fee(receipt)
+        self.fees.add(receipt)
         if receipt["status"] != 1:
             raise self._failed(receipt)
         return receipt

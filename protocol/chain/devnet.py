@@ -10,18 +10,17 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from web3 import Web3
 from web3.types import TxReceipt
 
 from protocol.accounts import Signer
 from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
 from protocol.chain.hardhat import CHAIN_TYPES, start_hardhat
-from protocol.chain.opstack import DEVNET_L1_FEE, set_l1_fee_params
+from protocol.chain.opstack import DEVNET_L1_FEE, l1_fee_storage
 from protocol.config import REPO_ROOT, crucible_home, devnet_settings
 from protocol.errors import ChainError, ConfigError
 
@@ -120,7 +119,8 @@ def _hardhat_ready(rpc_url: str, chain_type: str) -> None:
     errors are in the chain itself): turned off. An OP Stack chain gets non-zero L1 fee parameters."""
     _rpc(rpc_url, "hardhat_setLoggingEnabled", [False])
     if chain_type == "op":
-        set_l1_fee_params(Web3(Web3.HTTPProvider(rpc_url)), DEVNET_L1_FEE)
+        for word in l1_fee_storage(DEVNET_L1_FEE):
+            _rpc(rpc_url, "hardhat_setStorageAt", word)
 
 
 def check_client(client: str) -> None:
@@ -149,11 +149,11 @@ def _await_start(process: subprocess.Popen[bytes], port: int, then: Callable[[],
         raise
 
 
-def _rpc(rpc_url: str, method: str, params: list[object], timeout_s: float = 10) -> object:
+def _rpc(rpc_url: str, method: str, params: Sequence[object], timeout_s: float = 10) -> object:
     """One JSON-RPC call to a devnet before any Chain exists (its start-up)."""
     import httpx
 
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}
     response = httpx.post(rpc_url, json=body, timeout=timeout_s)
     document = response.json()
     if "error" in document:

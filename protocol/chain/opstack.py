@@ -32,6 +32,13 @@ class L1FeeParams:
     base_fee_scalar: int
     blob_base_fee_scalar: int
 
+    def describe(self, scalars: bool = False) -> str:
+        """`L1 base fee 10 gwei (scalar 5,227), blob base fee 1 gwei (scalar 1,014,213)`, scalars if asked."""
+        base = f" (scalar {self.base_fee_scalar:,})" if scalars else ""
+        blob = f" (scalar {self.blob_base_fee_scalar:,})" if scalars else ""
+        return (f"L1 base fee {self.l1_base_fee_wei / 1e9:.6g} gwei{base}, "
+                f"blob base fee {self.blob_base_fee_wei / 1e9:.6g} gwei{blob}")  # fmt: skip
+
     def as_json(self) -> dict[str, Any]:
         return {"l1_base_fee_wei": str(self.l1_base_fee_wei), "blob_base_fee_wei": str(self.blob_base_fee_wei),
                 "base_fee_scalar": self.base_fee_scalar, "blob_base_fee_scalar": self.blob_base_fee_scalar}  # fmt: skip
@@ -88,19 +95,30 @@ def require_l1_fee(w3: Any, rpc_url: str) -> None:
         )
 
 
+def l1_fee_storage(params: L1FeeParams) -> list[list[str]]:
+    """The `hardhat_setStorageAt` parameters (address, slot, 32-byte word) that write `params` into L1Block."""
+    scalars = (params.base_fee_scalar << 96) | (params.blob_base_fee_scalar << 64)
+    words = ((_BASE_FEE_SLOT, params.l1_base_fee_wei), (_SCALARS_SLOT, scalars),
+             (_BLOB_BASE_FEE_SLOT, params.blob_base_fee_wei))  # fmt: skip
+    return [[L1_BLOCK, hex(slot), "0x" + f"{value:064x}"] for slot, value in words]
+
+
 def set_l1_fee_params(w3: Any, params: L1FeeParams) -> None:
     """Writes L1 fee parameters into a devnet's L1Block predeploy (Hardhat's `op` chain starts them at 0)."""
-    scalars = (params.base_fee_scalar << 96) | (params.blob_base_fee_scalar << 64)
-    for slot, value in ((_BASE_FEE_SLOT, params.l1_base_fee_wei), (_SCALARS_SLOT, scalars),
-                        (_BLOB_BASE_FEE_SLOT, params.blob_base_fee_wei)):  # fmt: skip
-        response = w3.provider.make_request("hardhat_setStorageAt", [L1_BLOCK, hex(slot), "0x" + f"{value:064x}"])
+    for word in l1_fee_storage(params):
+        response = w3.provider.make_request("hardhat_setStorageAt", word)
         if "error" in response:
             raise ChainError(f"could not set the L1 fee parameters: {response['error'].get('message')}")
 
 
-def receipt_l1_fee(receipt: Any) -> int:
-    """The L1 data fee a receipt says was charged (0 where it says none): a number or a hex string."""
-    value = receipt.get("l1Fee") if hasattr(receipt, "get") else None
+def receipt_field(receipt: Any, name: str) -> int:
+    """A receipt's OP Stack field (`l1Fee`, `l1GasUsed`), 0 where it has none: a number or a hex string."""
+    value = receipt.get(name) if hasattr(receipt, "get") else None
     if value is None:
         return 0
     return int(value, 16) if isinstance(value, str) else int(value)
+
+
+def receipt_l1_fee(receipt: Any) -> int:
+    """The L1 data fee a receipt says was charged (0 where it says none)."""
+    return receipt_field(receipt, "l1Fee")
