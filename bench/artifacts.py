@@ -37,7 +37,7 @@ import torch
 from protocol.artifacts.cid import CHUNK_BYTES, CidVerifier, cid_of_file
 from protocol.artifacts.manifest import save_state_dict
 from protocol.artifacts.store import LocalStore
-from protocol.chain.devnet import free_port
+from protocol.processes import free_port
 
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 CLIENT = """

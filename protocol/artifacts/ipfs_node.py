@@ -19,9 +19,10 @@ from pathlib import Path
 
 import httpx
 
-from protocol.chain.devnet import devnet_dir, free_port, process_alive, stop_child, stop_process
+from protocol.chain.devnet import devnet_dir
 from protocol.config import REPO_ROOT
 from protocol.errors import ConfigError
+from protocol.processes import free_port, process_alive, stop_child, stop_process
 
 READY_TIMEOUT_S = 60.0
 

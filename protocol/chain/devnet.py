@@ -4,10 +4,7 @@ folder."""
 from __future__ import annotations
 
 import json
-import os
 import platform
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +20,7 @@ from protocol.chain.hardhat import CHAIN_TYPES, start_hardhat
 from protocol.chain.opstack import DEVNET_L1_FEE, l1_fee_storage
 from protocol.config import REPO_ROOT, crucible_home, devnet_settings
 from protocol.errors import ChainError, ConfigError
+from protocol.processes import free_port, port_in_use, process_alive, stop_child, stop_process
 
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 # The EVM clients a devnet runs on: Anvil (Foundry's, revm) and Hardhat's node (EDR).
@@ -36,13 +34,6 @@ def foundry_binary(tool: str) -> Path:
     if arch is None or not path.exists():
         raise ChainError(f"{tool} is not installed at {path}: run `make setup`")
     return path
-
-
-def free_port() -> int:
-    """Returns a TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_for_rpc(rpc_url: str, timeout_s: float = 20.0) -> None:
@@ -192,18 +183,6 @@ class LocalChain:
         stop_child(self.process)
 
 
-def stop_child(process: subprocess.Popen[bytes], grace_s: float = 10) -> None:
-    """Stops a process this one started: SIGTERM, then SIGKILL after `grace_s` seconds; waits for it."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=grace_s)
-
-
 def start_private_chain(
     log_path: Path, block_time_s: int = 0, client: str = "anvil", chain_type: str = "l1"
 ) -> LocalChain:
@@ -234,19 +213,6 @@ def devnet_dir() -> Path:
 
 def _pid_file() -> Path:
     return devnet_dir() / "anvil.pid"
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process runs (a zombie, exited but not reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped) still answers signal 0.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
 def status() -> DevnetStatus:
@@ -287,9 +253,8 @@ def up(
     block_time_s = settings.block_time_s if block_time_s is None else block_time_s
     if block_time_s < 0:
         raise ConfigError(f"--block-time must be 0 (a block per transaction) or more seconds, not {block_time_s}")
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", port)) == 0:
-            raise ChainError(f"port {port} is taken by another process: stop it or pass --port")
+    if port_in_use(port):
+        raise ChainError(f"port {port} is taken by another process: stop it or pass --port")
     directory = devnet_dir()
     process = start_chain(client, port, directory / f"{client}.log", directory / "state.json", detach=True,
                           block_time_s=block_time_s, chain_type=chain_type)  # fmt: skip
@@ -310,19 +275,6 @@ def down() -> bool:
     stop_process(current.pid)
     _pid_file().unlink(missing_ok=True)
     return True
-
-
-def stop_process(pid: int, grace_s: float = 10) -> None:
-    """SIGTERM, then SIGKILL after `grace_s` seconds if it still runs."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while process_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if process_alive(pid):
-        os.kill(pid, signal.SIGKILL)
 
 
 def advance_time(chain: Chain, seconds: int) -> int:

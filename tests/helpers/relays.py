@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from protocol.chain import devnet
+from protocol.processes import free_port
 
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 
@@ -20,7 +20,7 @@ class RelayProcess:
     """A relay serving `store`; `kill()` is a crash (SIGKILL), no chance to clean up."""
 
     def __init__(self, home: Path, store: Path, *options: str, prefix: tuple[str, ...] = ()) -> None:
-        self.port = devnet.free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.store = store
         env = {**os.environ, "CRUCIBLE_HOME": str(home)}

@@ -19,6 +19,7 @@ from protocol.chain.connection import Chain
 from protocol.chain.devnet import LocalChain
 from protocol.chain.params import TaskParams, demo_task_params, honest_majority, least_deterrent_slash
 from protocol.errors import ChainError, ConfigError, ContractRevert
+from protocol.processes import free_port
 
 pytestmark = pytest.mark.integration
 TOKEN = 10**18
@@ -47,7 +48,7 @@ def test_two_processes_worth_of_senders_resynchronise(anvil: LocalChain, crucibl
 
 def test_transport_errors_are_retried_until_the_node_answers(tmp_path: Path) -> None:
     """The RPC comes up 0.6 s after the first request: the backoff retries carry the call through."""
-    port = devnet.free_port()
+    port = free_port()
     holder: dict[str, object] = {}
 
     def start_later() -> None:
@@ -68,7 +69,7 @@ def test_transport_errors_are_retried_until_the_node_answers(tmp_path: Path) -> 
 
 
 def test_unreachable_rpc_is_one_clear_error() -> None:
-    port = devnet.free_port()
+    port = free_port()
     with pytest.raises(ChainError, match=f"RPC endpoint http://127.0.0.1:{port} is unreachable"):
         Chain(f"http://127.0.0.1:{port}", retries=2, backoff_s=0.01)
 

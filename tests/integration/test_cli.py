@@ -21,6 +21,7 @@ from protocol.chain.connection import Chain
 from protocol.chain.params import MIN_WINDOW_S
 from protocol.config import devnet_settings
 from protocol.ml.envs.spec import default_spec
+from protocol.processes import free_port
 
 pytestmark = pytest.mark.integration
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
@@ -70,7 +71,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
     """`crucible devnet up` on a free port, with its own state folder and address book."""
     home = tmp_path_factory.mktemp("home")
     deployment = home / "31337.json"
-    port = devnet.free_port()
+    port = free_port()
     up = crucible(home, "devnet", "up", "--port", str(port), "--json", deployment=deployment)
     assert up.code == 0, up.stderr
     document = up.json()
@@ -249,7 +250,7 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     wrong = tmp_path / "wrong.json"
     wrong.write_text(net.deployment.read_text().replace('"chainId": 31337', '"chainId": 1'))
     assert_one_line_error(crucible(net.home, "task", "list", deployment=wrong), "wrong chain")
-    down = crucible(net.home, "task", "list", rpc=f"http://127.0.0.1:{devnet.free_port()}")
+    down = crucible(net.home, "task", "list", rpc=f"http://127.0.0.1:{free_port()}")
     assert_one_line_error(down, "is unreachable")
 
     assert net.run("task", "list", "--json").json()["tasks"] == before, "no task was created"
@@ -365,7 +366,7 @@ def test_devnet_state_survives_a_restart(tmp_path: Path) -> None:
     With `--ipfs`, an IPFS daemon runs beside it: `--store kubo:URL` works at once, `down` stops it, and
     what it pinned is there after the next `up --ipfs`."""
     home, book = tmp_path / "home", tmp_path / "31337.json"
-    port = str(devnet.free_port())
+    port = str(free_port())
     up = crucible(home, "devnet", "up", "--port", port, "--ipfs", "--json", deployment=book)
     assert up.code == 0, up.stderr
     try:

@@ -29,6 +29,7 @@ from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import deploy
 from protocol.chain.ids import submission_id, submission_text
+from protocol.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
@@ -267,7 +268,7 @@ def test_anvil_restarted_from_its_saved_state_mid_check_loses_nothing(
     without `--state` → the chain restarts empty and the height check fails; drop `_keep_clock` from
     devnet.start_anvil → Anvil's next block carries the wall clock, before the warped submission deadline,
     the validator sees the check window not yet open and the wait for its attestation times out."""
-    port = devnet.free_port()
+    port = free_port()
     state, log = tmp_path / "anvil-state.json", tmp_path / "anvil.log"
     anvil = devnet.start_anvil(port, log, state, block_time_s=BLOCK_TIME_S)
     try:

@@ -25,6 +25,7 @@ from protocol.chain.client import Crucible
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment
 from protocol.errors import InsufficientFunds
+from protocol.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
@@ -67,7 +68,7 @@ def test_devnet_up_on_hardhat_mines_on_its_interval_and_refuses_what_it_cannot_r
     another client or chain type while it runs, an unknown client, an OP chain on Anvil: one line, exit 1,
     nothing started or written."""
     home, book = tmp_path / "home", tmp_path / "31337.json"
-    port = str(devnet.free_port())
+    port = str(free_port())
     for args, fragment in [
         (["--client", "geth"], "--client must be one of anvil, hardhat, not 'geth'"),
         (["--chain-type", "op"], "--chain-type op runs on Hardhat only"),
@@ -103,7 +104,7 @@ def test_an_op_chain_shows_budgets_and_plans_the_l1_data_fee(tmp_path: Path, anv
     L1 fee is refused before anything is sent. On a chain without the oracle, asking for L1 fees is one line,
     exit 1. Broken version: drop the L1 term from `Chain._budget` → the approve below is sent."""
     home, book = tmp_path / "home", tmp_path / "31337.json"
-    port = str(devnet.free_port())
+    port = str(free_port())
     up = _crucible(home, "--deployment", str(book), "devnet", "up", "--client", "hardhat", "--chain-type", "op",
                    "--port", port, "--json")  # fmt: skip
     assert up.returncode == 0, up.stderr

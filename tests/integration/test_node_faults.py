@@ -20,11 +20,12 @@ from protocol.chain import devnet
 from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import deploy
-from protocol.chain.devnet import foundry_binary, free_port, wait_for_rpc
+from protocol.chain.devnet import foundry_binary, wait_for_rpc
 from protocol.chain.ids import submission_text
 from protocol.chain.params import demo_task_params
 from protocol.config import devnet_settings
 from protocol.ml.envs.spec import default_spec, parse_spec
+from protocol.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")

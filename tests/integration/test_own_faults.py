@@ -21,9 +21,9 @@ from protocol.accounts import Signer
 from protocol.artifacts.fetch import upload
 from protocol.artifacts.manifest import parse_manifest
 from protocol.artifacts.store import LocalStore
-from protocol.chain import devnet
 from protocol.chain.client import Crucible
 from protocol.chain.ids import submission_id, submission_text
+from protocol.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -136,7 +136,7 @@ def test_a_validator_cut_off_from_every_relay_abstains_and_slashes_nobody(
     for path in (cut_off / "store").iterdir():  # ...less the submission, which it must fetch
         if path.name in (submitted["rolloutCid"], submitted["updateCid"]):
             path.unlink()
-    dead = f"http://127.0.0.1:{devnet.free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
 
     deadlines = crucible.deadlines(task_id, 0)
     warp(crucible, deadlines.submit)

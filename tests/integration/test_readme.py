@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers.amounts import assert_amounts_in_wei
 
-from protocol.chain import devnet
+from protocol.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_the_readme_walk_through_runs_end_to_end(tmp_path: Path) -> None:
                 _wait_for_event(*line.wait_for, background)
             args = [placeholders.get(arg, arg) for arg in line.args[1:]]
             if args[:2] == ["devnet", "up"]:
-                args += ["--port", str(devnet.free_port())]
+                args += ["--port", str(free_port())]
             command = [CRUCIBLE, "--deployment", str(book), *args]
             if line.background:
                 log = tmp_path / f"{args[0]}.log"

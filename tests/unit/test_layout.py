@@ -19,7 +19,14 @@ PACKAGES = ("protocol", "node", "validator", "auditor", "explorer", "cli", "demo
 
 # The core's layers, lowest first: a module may import its own layer and those below it.
 LAYERS = (
-    ("protocol.errors", "protocol.config", "protocol.values", "protocol.files", "protocol.accounts"),
+    (
+        "protocol.errors",
+        "protocol.config",
+        "protocol.values",
+        "protocol.files",
+        "protocol.accounts",
+        "protocol.processes",
+    ),
     ("protocol.chain",),
     ("protocol.artifacts",),
     ("protocol.ml",),
