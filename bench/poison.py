@@ -1,15 +1,15 @@
 """Poison against the outer step: whole demo runs (every role a separate process), side by side in one run.
 
-For each outer-step rule (`clipped_mean`, the default, and the plain `mean`) and each trainer count, one run
-with honest trainers only and one run per poison strategy in which one trainer submits poison that nobody
-checks (`--unsafe-no-validation`: validators attest without looking, the extreme of a low sample rate):
-`scaled-update` (x100), `poisoned-update` (sign-flipped, x20), `random-update` (random, its honest size) and
-`steady-push` (one direction every round, 1.9 x its honest size, under a 2 x clip). Every run is evaluated on
-the same held-out problems, so runs pair problem by problem:
+For each outer-step rule (`aligned_mean`, the default, `clipped_mean` and the plain `mean`; `--rules`) and each
+trainer count, one run with honest trainers only and one run per poison strategy in which one trainer submits
+poison that nobody checks (`--unsafe-no-validation`: validators attest without looking, the extreme of a low
+sample rate): `scaled-update` (x100), `poisoned-update` (sign-flipped, x20), `random-update` (random, its honest
+size) and `steady-push` (one direction every round, 1.9 x its honest size, under a 2 x clip). Every run is
+evaluated on the same held-out problems, so runs pair problem by problem:
 
 - gain: the run's final checkpoint against the initial one (95 % interval);
 - cost of the poison: the final checkpoint of a poisoned run against the honest run's, same rule and count;
-- cost of the rule: the honest `clipped_mean` run's final checkpoint against the honest `mean` run's.
+- cost of the rule: each robust rule's honest run's final checkpoint against the honest `mean` run's.
 
 A difference whose interval holds zero is no difference. Demo runs differ by more than the poison: each run's
 chain seeds pick other prompts, so the figures carry training noise too (say so beside them).
@@ -46,7 +46,7 @@ from protocol.ml.model import LoadedModel, load_folder
 from protocol.work.round import RoundContext
 
 POISONS = ("scaled-update", "poisoned-update", "random-update", "steady-push")
-RULES = ("clipped_mean", "mean")
+RULES = ("aligned_mean", "clipped_mean", "mean")
 
 
 def _options(args: argparse.Namespace, trainers: int, rule: str, poison: str | None) -> DemoOptions:

@@ -88,7 +88,9 @@ def test_spec_defaults_round_trip_and_bad_specs_are_named() -> None:
         (json.dumps({"environment": "sorting", "training": {"group_size": 1}}).encode(), "training.group_size"),
         (json.dumps({"environment": "sorting", "training": {"prompts_per_round": 1000, "group_size": 100}}).encode(),
          "above the bound"),
-        (json.dumps({"environment": "sorting", "schema_version": 6}).encode(), "pins protocol version 6"),
+        (json.dumps({"environment": "sorting", "schema_version": 7}).encode(), "pins protocol version 7"),
+        (json.dumps({"environment": "sorting", "schema_version": 5,
+                     "training": {"aggregation": {"rule": "aligned_mean"}}}).encode(), "needs schema_version 6"),
         (json.dumps({"environment": "sorting", "surprise": 1}).encode(), "surprise"),
     ]  # fmt: skip
     for data, fragment in cases:
@@ -114,7 +116,7 @@ def test_a_version_one_spec_keeps_the_update_it_named() -> None:
     its trainers ran (one full batch, negatives at full weight). Broken version that fails: dropping
     `EnvSpec._earlier_versions_meaning` (the new defaults, 64 and 0.0, would apply to the old task)."""
     current = default_spec("arithmetic")
-    assert current.schema_version == 5 and current.training.minibatch_size == 64
+    assert current.schema_version == 6 and current.training.minibatch_size == 64
     document = json.loads(current.canonical_bytes())
     document["schema_version"] = 1
     for name in ("minibatch_size", "negative_weight", "aggregation"):
@@ -126,18 +128,24 @@ def test_a_version_one_spec_keeps_the_update_it_named() -> None:
     assert named.training.minibatch_size == 8
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
-def test_a_spec_before_version_five_keeps_the_plain_mean(version: int) -> None:
-    """Checkpoints of tasks created before schema 5 were the plain mean of their updates; their auditors must
-    recompute the same bytes. Broken version that fails: dropping EARLIER_AGGREGATION from
-    `EnvSpec._earlier_versions_meaning` (the new default, clipped_mean, would apply to the old task)."""
+@pytest.mark.parametrize(
+    ("version", "meant"), [(1, "mean"), (2, "mean"), (3, "mean"), (4, "mean"), (5, "clipped_mean")]
+)
+def test_a_spec_before_version_six_keeps_the_outer_step_it_meant(version: int, meant: str) -> None:
+    """Checkpoints of tasks created before schema 5 were the plain mean of their updates, and of schema 5 the
+    clipped mean where the spec named no rule; their auditors must recompute the same bytes. Broken version
+    that fails: dropping EARLIER_RULE from `EnvSpec._earlier_versions_meaning` (the new default, aligned_mean,
+    would apply to the old task)."""
     current = default_spec("arithmetic")
-    assert current.training.aggregation.rule == "clipped_mean"
+    assert current.training.aggregation.rule == "aligned_mean"
     document = json.loads(current.canonical_bytes())
     del document["training"]["aggregation"]
     old = parse_spec(json.dumps(document | {"schema_version": version}).encode(), "old.json")
-    assert old.training.aggregation.rule == "mean"
-    assert parse_spec(json.dumps(document).encode(), "new.json").training.aggregation.rule == "clipped_mean"
+    assert old.training.aggregation.rule == meant
+    assert parse_spec(json.dumps(document).encode(), "new.json").training.aggregation.rule == "aligned_mean"
+    kept = document["training"] | {"aggregation": {"clip_multiple": 3.0}}
+    named = parse_spec(json.dumps(document | {"schema_version": version, "training": kept}).encode(), "named.json")
+    assert (named.training.aggregation.rule, named.training.aggregation.clip_multiple) == (meant, 3.0)
     # Its canonical form (what `task create` stores) reads back the same.
     assert parse_spec(old.canonical_bytes(), "again.json") == old
 
