@@ -1,6 +1,6 @@
 """Poison against the outer step: whole demo runs (every role a separate process), side by side in one run.
 
-For each outer-step rule (`aligned_mean`, the default, `clipped_mean` and the plain `mean`; `--rules`) and each
+For each outer-step rule (`trimmed_mean`, the default, `clipped_mean` and the plain `mean`; `--rules`) and each
 trainer count, one run with honest trainers only and one run per poison strategy in which one trainer submits
 poison that nobody checks (`--unsafe-no-validation`: validators attest without looking, the extreme of a low
 sample rate): `scaled-update` (x100), `poisoned-update` (sign-flipped, x20), `random-update` (random, its honest
@@ -20,7 +20,7 @@ runs per seed). A poisoned run then differs from its honest one by the poison al
 honest work, the same in every run of a seed and trainer count, is computed once.
 
 Run: .venv/bin/python -m bench.poison [--model tiny] [--trainers 3,5] [--rounds 3] [--prompts 64] [--rules mean]
-[--poisons scaled-update] [--in-process [--seeds 0,1]] [--json]
+[--poisons scaled-update] [--in-process [--seeds 0,1]] [--set KEY=VALUE] [--json]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from protocol.ml.model import LoadedModel, load_folder
 from protocol.work.round import RoundContext
 
 POISONS = ("scaled-update", "poisoned-update", "random-update", "steady-push")
-RULES = ("aligned_mean", "clipped_mean", "mean")
+RULES = ("trimmed_mean", "clipped_mean", "mean")
 
 
 def _options(args: argparse.Namespace, trainers: int, rule: str, poison: str | None) -> DemoOptions:
@@ -58,7 +58,7 @@ def _options(args: argparse.Namespace, trainers: int, rule: str, poison: str | N
         rounds=args.rounds,
         prompts=args.prompts,
         eval_problems=args.eval_problems,
-        settings=[f"training.aggregation.rule={rule}"],
+        settings=[*args.settings, f"training.aggregation.rule={rule}"],
         unsafe_no_validation=True,
         port=args.port,
     )
@@ -89,7 +89,7 @@ class InProcess:
         self.rounds = args.rounds or REAL_DEFAULTS["rounds"]
         prompts = args.prompts or REAL_DEFAULTS["prompts"]
         document = preset(REAL_MODEL_PRESET).document(DEMO_REAL_ENV)
-        self.settings = [f"training.prompts_per_round={prompts}"]
+        self.settings = [f"training.prompts_per_round={prompts}", *args.settings]
         self.spec = spec_with_settings(document, self.settings)
         self.base = load_folder(model_folder(args.model))
         self.first_round: dict[tuple[int, int], list[Any]] = {}
@@ -103,16 +103,18 @@ class InProcess:
         spec = spec_with_settings(self.spec.model_dump(mode="json"), [f"training.aggregation.rule={rule}"])
         loaded = LoadedModel(copy.deepcopy(self.base.model), self.base.tokenizer, None)
         adversary = adversary_of(poison)
+        treated = []  # each round's notes: every update's clip factor and weight
         for round_index in range(self.rounds):
             honest = self._honest_updates(loaded, spec, trainers, round_index, seed)
             updates = [(node, update) for node, (update, _) in enumerate(honest)]
             if adversary is not None:
                 update, context = honest[-1]
                 updates[-1] = (trainers - 1, adversary.corrupt_update(update, context))
-            state = aggregate(own_tensors(loaded.model), updates, spec.training).state
-            loaded.model.load_state_dict(state, strict=False)  # tied names load through their first name
+            step = aggregate(own_tensors(loaded.model), updates, spec.training)
+            loaded.model.load_state_dict(step.state, strict=False)  # tied names load through their first name
+            treated.append([[round(note.scale, 3), note.weight and round(note.weight, 3)] for note in step.notes or []])
         final = held_out_rewards(loaded.model, loaded.tokenizer, spec, self.args.eval_problems, True)
-        return {"initial": self.initial, "final": final, "balanced": None}
+        return {"initial": self.initial, "final": final, "balanced": None, "outer_step": treated}
 
     def _honest_updates(
         self, loaded: LoadedModel, spec: Any, trainers: int, round_index: int, seed: int
@@ -162,6 +164,13 @@ def main() -> None:
     )
     parser.add_argument("--in-process", action="store_true", help="no chain, fixed round seeds (see above)")
     parser.add_argument("--seeds", default="0", help="--in-process: round-seed sets, comma-separated")
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        help="a spec setting, key=value (e.g. training.aggregation.clip_multiple=1.25), for every run",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     run_one = InProcess(args) if args.in_process else _demo_final
@@ -186,6 +195,8 @@ def main() -> None:
                         "gain": _figures(result["initial"], final),
                         "poison_cost": None if poison is None else _figures(honest, final),
                         "balanced": result["balanced"],
+                        "outer_step": result.get("outer_step"),  # [clip factor, weight] per update per round
+                        "final_rewards": final,  # to pair runs of other invocations (same seeds: same problems)
                     }  # fmt: skip
                     runs.append(run)
                     print(json.dumps(run), flush=True)

@@ -83,7 +83,6 @@ class OuterStepNote(BaseModel):
     norm: float = Field(ge=0)
     scale: float = Field(ge=0, le=1)
     trimmed_share: float = Field(0.0, ge=0, le=1)
-    weight: float | None = Field(None, ge=0, le=1, description="aligned_mean: its weight (cosine with the median).")
 
     model_config = {"extra": "forbid"}
 
@@ -124,11 +123,7 @@ class Manifest(BaseModel):
         # `encoding` and `outer_step` appear only when set, so dense manifests and plain-mean checkpoints keep
         # the bytes (and CIDs) they always had.
         unset = {name for name in ("encoding", "outer_step") if getattr(self, name) is None}
-        document = self.model_dump(by_alias=True, mode="json", exclude=unset or None)
-        for note in document.get("outer_step") or []:  # a note's weight only where the rule gives one
-            if note["weight"] is None:
-                del note["weight"]
-        return canonical_json(document)
+        return canonical_json(self.model_dump(by_alias=True, mode="json", exclude=unset or None))
 
     def tensor_names(self) -> list[str]:
         """Every tensor name, in shard order."""

@@ -3,16 +3,13 @@
 DiLoCo with an SGD outer optimizer: next = C + lr * agg(Δ_i) (a LoRA update's Δ_i is its adapters'
 folded weight change, a topk update's its decoded values), where `agg` is the spec's rule
 (`training.aggregation`): the plain mean; `clipped_mean`, every Δ_i first scaled to a norm of at most
-`clip_multiple` times the round's median norm, then the mean; `trimmed_mean`, clipped the same way, then
-in every coordinate the `trim` largest and smallest values dropped before the mean; or `aligned_mean` (the
-default), clipped the same way, then each Δ_i weighted by how well it agrees with the coordinate-wise median
-of the others (its cosine with it, over the round's median cosine, within [0, 1]) before the mean. A sampled
-check never sees most updates at a low sample rate: the clip bounds what one unchecked update can move,
-whatever it holds, and the weight takes out an update that pulls against or beside the others.
+`clip_multiple` times the round's median norm, then the mean; or `trimmed_mean`, clipped the same way, then
+in every coordinate the `trim` largest and smallest values dropped before the mean. A sampled check never
+sees most updates at a low sample rate: the clip bounds what one unchecked update can move, whatever it holds.
 
 Deterministic to the bit on one kind of device: updates are taken in a canonical order (by submission id),
 sums run in that order, and norms are float64 sums of squares by numpy's pairwise summation (one thread,
-fixed order), summed over tensors in name order (cosines likewise). No outer optimizer state is kept (momentum would live in
+fixed order), summed over tensors in name order. No outer optimizer state is kept (momentum would live in
 the checkpoint manifest). docs/protocol.md ("The outer step") gives the bound a steady pusher can move.
 """
 
@@ -21,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from statistics import median
 from typing import TYPE_CHECKING
 
 from protocol.artifacts.manifest import OuterStepNote, load_state_dict, own_tensors, save_state_dict
@@ -80,52 +76,11 @@ def update_norm(delta: dict[str, torch.Tensor]) -> float:
 def clip_scales(norms: list[float], clip_multiple: float) -> list[float]:
     """Each update's factor under the norm bound `clip_multiple` x the median norm (the mean of the two middle
     ones for an even count): 1 at or under it, bound / norm above it."""
-    bound = clip_multiple * median(norms)
+    ordered = sorted(norms)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    bound = clip_multiple * median
     return [1.0 if norm <= bound else bound / norm for norm in norms]
-
-
-def coordinate_median(parts: list[torch.Tensor]) -> torch.Tensor:
-    """The coordinate-wise median of equal-shaped tensors: the middle value, or the mean of the two middle ones
-    for an even count (a stable sort: the same bits on every thread count)."""
-    import torch
-
-    ranked = torch.sort(torch.stack(parts), dim=0, stable=True).values
-    middle = len(parts) // 2
-    return ranked[middle] if len(parts) % 2 else (ranked[middle - 1] + ranked[middle]) / 2
-
-
-def alignment_weights(clipped: list[dict[str, torch.Tensor]], checkpoint: dict[str, torch.Tensor]) -> list[float]:
-    """Each (clipped) update's weight under `aligned_mean`, in [0, 1]: its alignment (its cosine with the
-    coordinate-wise median of the round's other updates, 0 where that is not positive) over the round's median
-    alignment, capped at 1 (all 0 where that median is 0). A median with the update itself in it would lean its
-    way in every coordinate; the cap keeps a well-aligned update from outweighing the rest. Dot products and
-    norms are float64 sums by numpy's pairwise summation over tensors in name order, as `update_norm`'s. A lone
-    update weighs 1."""
-    import numpy as np
-    import torch
-
-    count = len(clipped)
-    if count == 1:
-        return [1.0]
-    dots, squares, references = [0.0] * count, [0.0] * count, [0.0] * count
-    for name in sorted(checkpoint):
-        parts = [delta.get(name) for delta in clipped]
-        if all(part is None for part in parts):
-            continue
-        zero = torch.zeros_like(checkpoint[name], dtype=torch.float32)
-        filled = [zero if part is None else part for part in parts]
-        for index, part in enumerate(filled):
-            others = coordinate_median(filled[:index] + filled[index + 1 :]).to(torch.float64).numpy().ravel()
-            vector = part.to(torch.float64).numpy().ravel()
-            dots[index] += float(np.add.reduce(vector * others))
-            squares[index] += float(np.add.reduce(vector * vector))
-            references[index] += float(np.add.reduce(others * others))
-    alignments = [
-        max(0.0, dot / math.sqrt(square * reference)) if square > 0 and reference > 0 else 0.0
-        for dot, square, reference in zip(dots, squares, references, strict=True)
-    ]
-    typical = median(alignments)
-    return [min(1.0, alignment / typical) if typical > 0 else 0.0 for alignment in alignments]
 
 
 def trimmed_count(updates: int, trim: int) -> int:
@@ -133,12 +88,9 @@ def trimmed_count(updates: int, trim: int) -> int:
     return min(trim, (updates - 1) // 2)
 
 
-LOW_WEIGHT = 0.5  # an aligned_mean weight under this is shown (honest updates sit near 1)
-
-
 def outer_step_lines(notes: list[OuterStepNote] | None) -> list[str]:
-    """One line per update the outer step clipped, trimmed or weighted low (for `audit round` and the explorer):
-    notes, not findings — a large honest update is clipped too."""
+    """One line per update the outer step clipped or trimmed (for `audit round` and the explorer): notes, not
+    findings — a large honest update is clipped too."""
     lines = []
     for note in notes or []:
         treated = []
@@ -146,8 +98,6 @@ def outer_step_lines(notes: list[OuterStepNote] | None) -> list[str]:
             treated.append(f"clipped to {note.scale:.3g} of its norm {note.norm:.4g}")
         if note.trimmed_share > 0:
             treated.append(f"{note.trimmed_share:.1%} of its values trimmed")
-        if note.weight is not None and note.weight < LOW_WEIGHT:
-            treated.append(f"weighted {note.weight:.3g} (it agrees little with the others' median)")
         if treated:
             lines.append(f"outer step: submission {note.submission}'s update {' and '.join(treated)}")
     return lines
@@ -196,15 +146,13 @@ def aggregate(
         scales = clip_scales(norms, rule.clip_multiple)
         trim = trimmed_count(count, rule.trim) if rule.rule == "trimmed_mean" else 0
         dropped = [0] * count
-    clipped = [
-        {name: value.float() if scale == 1.0 else value.float() * scale for name, value in delta.items()}
-        for delta, scale in zip(ordered, scales, strict=True)
-    ]
-    weights = alignment_weights(clipped, checkpoint) if rule.rule == "aligned_mean" else [1.0] * count
     kept = count - 2 * trim
     result, values = {}, 0
     for name, value in checkpoint.items():
-        parts = [delta.get(name) for delta in clipped]
+        parts = [
+            (delta[name].float() if scale == 1.0 else delta[name].float() * scale) if name in delta else None
+            for delta, scale in zip(ordered, scales, strict=True)
+        ]
         total = torch.zeros_like(value, dtype=torch.float32)
         # A weight no update touches (LoRA's untargeted ones) stays zero and counts for no one's trimmed share.
         if trim and any(part is not None for part in parts):
@@ -217,15 +165,14 @@ def aggregate(
                     dropped[position] += times
             values += value.numel()
         else:
-            for part, weight in zip(parts, weights, strict=True):
-                if part is not None and weight > 0:
-                    total += part if weight == 1.0 else part * weight
+            for part in parts:
+                if part is not None:
+                    total += part
         result[name] = (value.float() + training.outer_learning_rate * total / kept).to(value.dtype)
     if rule.rule != "mean":
         notes = [
             OuterStepNote(submission=hex(sid), norm=norm, scale=scale,
-                          trimmed_share=dropped[index] / values if values else 0.0,
-                          weight=weights[index] if rule.rule == "aligned_mean" else None)
+                          trimmed_share=dropped[index] / values if values else 0.0)
             for index, (sid, norm, scale) in enumerate(zip(ids, norms, scales, strict=True))
         ]  # fmt: skip
     return OuterStep(result, notes)

@@ -18,9 +18,9 @@ CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 
 def test_an_unchecked_poisoner_is_clipped_by_the_outer_step(tmp_path: Path) -> None:
     """Validation off (validators attest without looking): a `scaled-update` trainer's x100 update is included,
-    and the default outer step (`aligned_mean`, which clips first) scales it down to twice the round's median norm
-    and records that; the honest updates pass unclipped. Broken version: `--set training.aggregation.rule=mean`
-    (the plain mean) — no record, and the poison moves the checkpoint 100-fold."""
+    and the default outer step (`trimmed_mean`, which clips first) scales it down to its bound (a multiple of the
+    round's median norm) and records that; the honest updates pass unclipped. Broken version: `--set
+    training.aggregation.rule=mean` (the plain mean) — no record, and the poison moves the checkpoint 100-fold."""
     env = demo_env(tmp_path)
     done = subprocess.run([CRUCIBLE, "demo", "--model", "tiny", "--rounds", "1", "--prompts", "16", "--eval-problems",
                            "20", "--adversary", "scaled-update", "--unsafe-no-validation", "--json"],
@@ -28,8 +28,8 @@ def test_an_unchecked_poisoner_is_clipped_by_the_outer_step(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     poisoner = next(a for a in summary["accounts"] if a["adversary"] == "scaled-update")
-    # Only the poison is clipped: the honest updates are within the clip (any of them may also be noted for a low
-    # weight, the made-up model's updates agreeing little).
+    # Only the poison is clipped: the honest updates are within the clip (each update is also noted for the share
+    # of its values the trimmed mean dropped).
     notes = [note for note in summary["rounds"][0]["outer_step"] if "clipped to" in note]
     assert len(notes) == 1, summary["rounds"][0]["outer_step"]
     found = re.fullmatch(

@@ -89,8 +89,6 @@ def test_spec_defaults_round_trip_and_bad_specs_are_named() -> None:
         (json.dumps({"environment": "sorting", "training": {"prompts_per_round": 1000, "group_size": 100}}).encode(),
          "above the bound"),
         (json.dumps({"environment": "sorting", "schema_version": 7}).encode(), "pins protocol version 7"),
-        (json.dumps({"environment": "sorting", "schema_version": 5,
-                     "training": {"aggregation": {"rule": "aligned_mean"}}}).encode(), "needs schema_version 6"),
         (json.dumps({"environment": "sorting", "surprise": 1}).encode(), "surprise"),
     ]  # fmt: skip
     for data, fragment in cases:
@@ -133,16 +131,18 @@ def test_a_version_one_spec_keeps_the_update_it_named() -> None:
 )
 def test_a_spec_before_version_six_keeps_the_outer_step_it_meant(version: int, meant: str) -> None:
     """Checkpoints of tasks created before schema 5 were the plain mean of their updates, and of schema 5 the
-    clipped mean where the spec named no rule; their auditors must recompute the same bytes. Broken version
-    that fails: dropping EARLIER_RULE from `EnvSpec._earlier_versions_meaning` (the new default, aligned_mean,
-    would apply to the old task)."""
+    clipped mean at twice the median norm where the spec named no rule; their auditors must recompute the same
+    bytes. Broken version that fails: dropping EARLIER_AGGREGATION from `EnvSpec._earlier_versions_meaning` (the
+    new default, trimmed_mean, would apply to the old task)."""
     current = default_spec("arithmetic")
-    assert current.training.aggregation.rule == "aligned_mean"
+    assert current.training.aggregation.rule == "trimmed_mean"
     document = json.loads(current.canonical_bytes())
     del document["training"]["aggregation"]
     old = parse_spec(json.dumps(document | {"schema_version": version}).encode(), "old.json")
     assert old.training.aggregation.rule == meant
-    assert parse_spec(json.dumps(document).encode(), "new.json").training.aggregation.rule == "aligned_mean"
+    if version == 5:
+        assert old.training.aggregation.clip_multiple == 2.0
+    assert parse_spec(json.dumps(document).encode(), "new.json").training.aggregation.rule == "trimmed_mean"
     kept = document["training"] | {"aggregation": {"clip_multiple": 3.0}}
     named = parse_spec(json.dumps(document | {"schema_version": version, "training": kept}).encode(), "named.json")
     assert (named.training.aggregation.rule, named.training.aggregation.clip_multiple) == (meant, 3.0)

@@ -83,15 +83,12 @@ class AggregationSettings(_Strict):
     mean. `clipped_mean`: each update is first scaled down to at most `clip_multiple` times the round's
     median update norm, then averaged: one update moves the checkpoint at most `lr * clip_multiple * median
     / n`. `trimmed_mean`: clipped the same way, then in every coordinate the `trim` largest and `trim`
-    smallest values are dropped before the mean (fewer when the round has too few updates). `aligned_mean`:
-    clipped the same way, then each update weighted by its cosine with the coordinate-wise median of the
-    others (relative to the round's median cosine, between 0 and 1) before the mean: an update against or
-    beside what the others agree on counts for little or nothing."""
+    smallest values are dropped before the mean (fewer when the round has too few updates)."""
 
-    rule: Literal["mean", "clipped_mean", "trimmed_mean", "aligned_mean"] = Field(
-        "aligned_mean",
-        description="mean, clipped_mean (norm-clipped to a multiple of the median), trimmed_mean, aligned_mean "
-        "(clipped, then weighted by agreement with the others' median).",
+    rule: Literal["mean", "clipped_mean", "trimmed_mean"] = Field(
+        "trimmed_mean",
+        description="mean, clipped_mean (norm-clipped to a multiple of the median), trimmed_mean (clipped, then "
+        "the ends of every coordinate dropped).",
     )
     clip_multiple: float = Field(
         2.0, ge=1, le=100, description="Norm bound of an update, in multiples of the round's median update norm."
@@ -141,11 +138,12 @@ class VerificationSettings(_Strict):
 
 # What a version-1 spec's training section meant by the fields it could not name.
 VERSION_ONE_TRAINING = {"minibatch_size": 0, "negative_weight": 1.0}
-# The outer step a spec meant where it names no rule, by its version: the plain mean before version 5, the
-# clipped mean in version 5.
-EARLIER_RULE = {1: "mean", 2: "mean", 3: "mean", 4: "mean", 5: "clipped_mean"}
-# The rules a version may name (aligned_mean came with version 6).
-NEW_RULES = {"aligned_mean": 6}
+# The outer step a spec meant where it names none, by its version: the plain mean before version 5; in
+# version 5 the clipped mean at twice the median norm.
+EARLIER_AGGREGATION: dict[int, dict[str, Any]] = {
+    **{version: {"rule": "mean"} for version in (1, 2, 3, 4)},
+    5: {"rule": "clipped_mean", "clip_multiple": 2.0},
+}
 
 
 class EnvSpec(_Strict):
@@ -158,7 +156,8 @@ class EnvSpec(_Strict):
     # 4 added training.encoding (default dense: what earlier versions did).
     # 5 added training.aggregation, default clipped_mean; a version 1-4 document means the plain mean, which
     # is what its tasks' checkpoints were computed with.
-    # 6 added the aligned_mean rule, the default; a version-5 document that names no rule means clipped_mean.
+    # 6 made trimmed_mean the default rule (see AggregationSettings); a version-5 document means what version 5's
+    # defaults were (clipped_mean at 2x the median norm) where it names no rule or bound.
     # The spec's version is the protocol version the task pins (see SPOKEN_VERSIONS).
     schema_version: Literal[1, 2, 3, 4, 5, 6] = 6
     environment: str = Field(description="Registered environment name (`crucible env list`).")
@@ -174,7 +173,7 @@ class EnvSpec(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _earlier_versions_meaning(cls, document: Any) -> Any:
-        if not isinstance(document, dict) or document.get("schema_version") not in EARLIER_RULE:
+        if not isinstance(document, dict) or document.get("schema_version") not in EARLIER_AGGREGATION:
             return document
         version = document["schema_version"]
         training = document.get("training")
@@ -182,8 +181,8 @@ class EnvSpec(_Strict):
         aggregation = training.get("aggregation")
         aggregation = dict(aggregation) if isinstance(aggregation, dict) else {}
         meant = {**(VERSION_ONE_TRAINING if version == 1 else {})}
-        return {**document, "training": {**meant, **training,
-                                         "aggregation": {"rule": EARLIER_RULE[version], **aggregation}}}  # fmt: skip
+        meant_aggregation = {**EARLIER_AGGREGATION[version], **aggregation}
+        return {**document, "training": {**meant, **training, "aggregation": meant_aggregation}}
 
     @model_validator(mode="after")
     def _cross_checks(self) -> EnvSpec:
@@ -194,11 +193,6 @@ class EnvSpec(_Strict):
             raise ValueError(f"prompts_per_round x group_size is {samples}, above the bound of {MAX_SAMPLES}")
         if self.sampling.top_k and self.sampling.top_k < 2:
             raise ValueError("sampling.top_k must be 0 (off) or at least 2")
-        needs = NEW_RULES.get(self.training.aggregation.rule, 0)
-        if self.schema_version < needs:
-            raise ValueError(
-                f"training.aggregation.rule {self.training.aggregation.rule} needs schema_version {needs} or later"
-            )
         if self.training.encoding.kind == "topk" and self.training.adapter.kind == "lora":
             raise ValueError("training.encoding topk compresses full-parameter updates; a lora adapter is sent dense")
         return self
