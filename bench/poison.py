@@ -103,7 +103,7 @@ class InProcess:
         spec = spec_with_settings(self.spec.model_dump(mode="json"), [f"training.aggregation.rule={rule}"])
         loaded = LoadedModel(copy.deepcopy(self.base.model), self.base.tokenizer, None)
         adversary = adversary_of(poison)
-        treated = []  # each round's notes: every update's clip factor and weight
+        treated = []  # each round's notes: every update's clip factor and trimmed share
         for round_index in range(self.rounds):
             honest = self._honest_updates(loaded, spec, trainers, round_index, seed)
             updates = [(node, update) for node, (update, _) in enumerate(honest)]
@@ -112,7 +112,7 @@ class InProcess:
                 updates[-1] = (trainers - 1, adversary.corrupt_update(update, context))
             step = aggregate(own_tensors(loaded.model), updates, spec.training)
             loaded.model.load_state_dict(step.state, strict=False)  # tied names load through their first name
-            treated.append([[round(note.scale, 3), note.weight and round(note.weight, 3)] for note in step.notes or []])
+            treated.append([[round(note.scale, 3), round(note.trimmed_share, 3)] for note in step.notes or []])
         final = held_out_rewards(loaded.model, loaded.tokenizer, spec, self.args.eval_problems, True)
         return {"initial": self.initial, "final": final, "balanced": None, "outer_step": treated}
 
@@ -195,7 +195,7 @@ def main() -> None:
                         "gain": _figures(result["initial"], final),
                         "poison_cost": None if poison is None else _figures(honest, final),
                         "balanced": result["balanced"],
-                        "outer_step": result.get("outer_step"),  # [clip factor, weight] per update per round
+                        "outer_step": result.get("outer_step"),  # [clip factor, trimmed share] per update, round
                         "final_rewards": final,  # to pair runs of other invocations (same seeds: same problems)
                     }  # fmt: skip
                     runs.append(run)
