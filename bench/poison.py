@@ -31,11 +31,11 @@ import platform
 import time
 from typing import Any
 
+from bench.rl_curve import chainless_context
 from demo.options import DEMO_REAL_ENV, REAL_DEFAULTS, REAL_MODEL_PRESET, DemoOptions
 from demo.runner import Demo
 from node.adversary import adversary_of
 from node.work import produce_work
-from protocol.artifacts.cid import cid_of_bytes
 from protocol.artifacts.manifest import own_tensors
 from protocol.ml.aggregation import aggregate
 from protocol.ml.envs.presets import preset
@@ -126,17 +126,7 @@ class InProcess:
             return kept
         found = []
         for node in range(trainers):
-            context = RoundContext(
-                chain_id=31337,
-                market="0x" + "00" * 20,
-                task_id=1,
-                round_index=round_index,
-                node="0x" + f"{node + 1:040x}",
-                work_seed=(seed << 64 | round_index).to_bytes(32, "big"),
-                checkpoint_cid=cid_of_bytes(f"seed {seed} round {round_index}".encode()),  # nothing is stored
-                env_cid=cid_of_bytes(spec.canonical_bytes()),
-                base_round=round_index,
-            )
+            context = chainless_context(spec, node, round_index, seed)
             found.append((produce_work(loaded, spec, context).update, context))
         if round_index == 0:
             self.first_round[trainers, seed] = found

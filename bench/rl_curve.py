@@ -66,6 +66,23 @@ def parse_setting(text: str) -> dict[str, Any]:
     return setting
 
 
+def chainless_context(spec: Any, node: int, round_index: int, seed: int = 0) -> RoundContext:
+    """Trainer `node`'s context of round `round_index` with no chain: its work seed from `seed` and the round
+    alone (seed 0: the round's index), a made-up market, and checkpoint CIDs that are labels (nothing is stored)."""
+    label = f"round {round_index}" if seed == 0 else f"seed {seed} round {round_index}"
+    return RoundContext(
+        chain_id=31337,
+        market="0x" + "00" * 20,
+        task_id=1,
+        round_index=round_index,
+        node="0x" + f"{node + 1:040x}",
+        work_seed=(seed << 64 | round_index).to_bytes(32, "big"),
+        checkpoint_cid=cid_of_bytes(label.encode()),
+        env_cid=cid_of_bytes(spec.canonical_bytes()),
+        base_round=round_index,
+    )
+
+
 def labelled_update(loaded: Any, spec: Any, context: Any) -> Any:
     """The control: an update from the same prompts' right answers (advantage 1 each, one sequence a
     prompt) through the same optimizer and settings, with no rollouts: what labels would teach."""
@@ -109,17 +126,7 @@ def curve(
         updates = []
         rewards: list[float] = []
         for node in range(nodes):
-            context = RoundContext(
-                chain_id=31337,
-                market="0x" + "00" * 20,
-                task_id=1,
-                round_index=round_index,
-                node="0x" + f"{node + 1:040x}",
-                work_seed=round_index.to_bytes(32, "big"),
-                checkpoint_cid=cid_of_bytes(f"round {round_index}".encode()),  # labels only: nothing is stored
-                env_cid=cid_of_bytes(spec.canonical_bytes()),
-                base_round=round_index,
-            )
+            context = chainless_context(spec, node, round_index)
             if labels:
                 updates.append((node, labelled_update(loaded, spec, context)))
                 continue
