@@ -178,11 +178,11 @@ class EnvSpec(_Strict):
         version = document["schema_version"]
         training = document.get("training")
         training = dict(training) if isinstance(training, dict) else {}
-        aggregation = training.get("aggregation")
-        aggregation = dict(aggregation) if isinstance(aggregation, dict) else {}
-        meant = {**(VERSION_ONE_TRAINING if version == 1 else {})}
-        meant_aggregation = {**EARLIER_AGGREGATION[version], **aggregation}
-        return {**document, "training": {**meant, **training, "aggregation": meant_aggregation}}
+        aggregation = training.get("aggregation", {})
+        if isinstance(aggregation, dict):  # anything else is left for validation to name
+            training["aggregation"] = {**EARLIER_AGGREGATION[version], **aggregation}
+        meant = VERSION_ONE_TRAINING if version == 1 else {}
+        return {**document, "training": {**meant, **training}}
 
     @model_validator(mode="after")
     def _cross_checks(self) -> EnvSpec:
