@@ -46,7 +46,7 @@ class Fees:
                 "total_wei": str(self.total_wei)}  # fmt: skip
 
 
-def most_cost(transaction: dict[str, Any], l1_fee_wei: int) -> tuple[int, int]:
+def _most_cost(transaction: dict[str, Any], l1_fee_wei: int) -> tuple[int, int]:
     """(L2 gas at most, everything at most) a signed transaction may cost its sender: its gas limit at its fee
     cap; that plus the L1 data fee (0 off an OP Stack chain) and its value."""
     price = int(transaction.get("maxFeePerGas", transaction.get("gasPrice", 0)))
@@ -57,7 +57,7 @@ def most_cost(transaction: dict[str, Any], l1_fee_wei: int) -> tuple[int, int]:
 def require_funds(signer: Signer, transaction: dict[str, Any], l1_fee_wei: int, balance_wei: int) -> None:
     """InsufficientFunds, before anything is sent, unless `balance_wei` covers the most `transaction` may cost.
     Nodes check the same before they take a transaction (op-geth with the L1 fee)."""
-    l2, needed = most_cost(transaction, l1_fee_wei)
+    l2, needed = _most_cost(transaction, l1_fee_wei)
     if balance_wei >= needed:
         return
     fee = f"gas {eth(l2)}" + (f" + L1 data fee {eth(l1_fee_wei)}" if l1_fee_wei else "")
