@@ -4,8 +4,7 @@ DiLoCo with an SGD outer optimizer: next = C + lr * agg(Δ_i) (a LoRA update's �
 folded weight change, a topk update's its decoded values), where `agg` is the spec's rule
 (`training.aggregation`): the plain mean; `clipped_mean`, every Δ_i first scaled to a norm of at most
 `clip_multiple` times the round's median norm, then the mean; or `trimmed_mean`, clipped the same way, then
-in every coordinate the `trim` largest and smallest values dropped before the mean, as long as `min_kept`
-values remain (a round of fewer updates takes the clipped mean). A sampled check never
+in every coordinate the `trim` largest and smallest values dropped before the mean. A sampled check never
 sees most updates at a low sample rate: the clip bounds what one unchecked update can move, whatever it holds.
 
 Deterministic to the bit on one kind of device: updates are taken in a canonical order (by submission id),
@@ -84,10 +83,9 @@ def clip_scales(norms: list[float], clip_multiple: float) -> list[float]:
     return [1.0 if norm <= bound else bound / norm for norm in norms]
 
 
-def trimmed_count(updates: int, trim: int, min_kept: int) -> int:
-    """Values dropped at each end of a coordinate: `trim`, or fewer so that at least `min_kept` are left (none
-    in a round of fewer than `min_kept + 2` updates)."""
-    return max(0, min(trim, (updates - min_kept) // 2))
+def trimmed_count(updates: int, trim: int) -> int:
+    """Values dropped at each end of a coordinate: `trim`, or fewer so that at least one is left."""
+    return min(trim, (updates - 1) // 2)
 
 
 def outer_step_lines(notes: list[OuterStepNote] | None) -> list[str]:
@@ -146,7 +144,7 @@ def aggregate(
     else:
         norms = [update_norm(delta) for delta in ordered]
         scales = clip_scales(norms, rule.clip_multiple)
-        trim = trimmed_count(count, rule.trim, rule.min_kept) if rule.rule == "trimmed_mean" else 0
+        trim = trimmed_count(count, rule.trim) if rule.rule == "trimmed_mean" else 0
         dropped = [0] * count
     kept = count - 2 * trim
     result, values = {}, 0

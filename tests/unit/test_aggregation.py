@@ -23,12 +23,9 @@ from protocol.ml.envs.spec import AdapterSettings, AggregationSettings, Training
 SHAPES = {"a.weight": (64, 48), "b.weight": (300,), "c.weight": (32, 32), "d.weight": (1024, 2048)}
 
 
-def training(
-    rule: str = "clipped_mean", clip: float = 2.0, trim: int = 1, lr: float = 1.0, min_kept: int = 3
-) -> TrainingSettings:
+def training(rule: str = "clipped_mean", clip: float = 2.0, trim: int = 1, lr: float = 1.0) -> TrainingSettings:
     return TrainingSettings(
-        outer_learning_rate=lr,
-        aggregation=AggregationSettings(rule=rule, clip_multiple=clip, trim=trim, min_kept=min_kept),
+        outer_learning_rate=lr, aggregation=AggregationSettings(rule=rule, clip_multiple=clip, trim=trim)
     )
 
 
@@ -109,35 +106,19 @@ def test_an_honest_round_is_left_as_the_mean_and_a_large_honest_update_is_only_n
 
 
 def test_the_trimmed_mean_drops_the_ends_of_every_coordinate_and_notes_whose() -> None:
-    """trimmed_mean with three updates, trim 1 and min_kept 1 (schema 5's meaning) is the coordinate-wise median
-    of the clipped updates; each coordinate drops two values, so the notes' trimmed shares add up to two. With
-    two updates nothing is trimmed (at least one value is left). Broken version: drop `trimmed_count`'s cap and
-    the two updates' mean is taken over no values (not finite)."""
+    """trimmed_mean with three updates and trim 1 is the coordinate-wise median of the clipped updates; each
+    coordinate drops two values, so the notes' trimmed shares add up to two. With two updates nothing is
+    trimmed (at least one value is left). Broken version: drop `trimmed_count`'s cap and the two updates' mean
+    is taken over no values (not finite)."""
     updates = list(enumerate(HONEST[:3]))
-    step = aggregate(checkpoint(), updates, training(rule="trimmed_mean", clip=100.0, min_kept=1))
+    step = aggregate(checkpoint(), updates, training(rule="trimmed_mean", clip=100.0))
     stacked = torch.stack([flat(delta) for delta in HONEST[:3]]).float()
     assert torch.equal(flat(step.state).float(), stacked.median(dim=0).values)
     assert step.notes is not None and math.isclose(sum(note.trimmed_share for note in step.notes), 2.0)
-    pair = aggregate(checkpoint(), updates[:2], training(rule="trimmed_mean", clip=100.0, min_kept=1))
+    pair = aggregate(checkpoint(), updates[:2], training(rule="trimmed_mean", clip=100.0))
     mean = aggregate(checkpoint(), updates[:2], training(rule="mean")).state
     assert all(torch.allclose(pair.state[name], mean[name]) for name in SHAPES)
     assert pair.notes is not None and all(note.trimmed_share == 0 for note in pair.notes)
-
-
-def test_the_default_trimmed_mean_trims_only_while_three_values_remain() -> None:
-    """Schema 6's trimmed mean (min_kept 3) takes the clipped mean of a round of three or four updates, bit for
-    bit (the median of three loses the honest updates' averaging: measured, docs/benchmarks.md), and trims one
-    value at each end from five on. Broken version: leave `min_kept` out of `trimmed_count` and three updates
-    give their median."""
-    five = [*HONEST, random_delta(5, 0.9)]
-    for count in (3, 4):
-        updates = list(enumerate(five[:count]))
-        step = aggregate(checkpoint(), updates, training(rule="trimmed_mean"))
-        clipped = aggregate(checkpoint(), updates, training(rule="clipped_mean")).state
-        assert all(torch.equal(step.state[name], clipped[name]) for name in SHAPES), count
-        assert step.notes is not None and all(note.trimmed_share == 0 for note in step.notes)
-    step = aggregate(checkpoint(), list(enumerate(five)), training(rule="trimmed_mean"))
-    assert step.notes is not None and math.isclose(sum(note.trimmed_share for note in step.notes), 2.0)
 
 
 def test_a_lora_update_is_clipped_by_what_it_does_to_the_model() -> None:
@@ -233,7 +214,7 @@ def test_a_trimmed_share_counts_only_the_weights_an_update_touches() -> None:
     counted as trimmed from the first and last update: the shares move."""
     settings = TrainingSettings(
         adapter=AdapterSettings(kind="lora", rank=2, alpha=4, target_modules=["a"]),
-        aggregation=AggregationSettings(rule="trimmed_mean", clip_multiple=100.0, trim=1, min_kept=1),
+        aggregation=AggregationSettings(rule="trimmed_mean", clip_multiple=100.0, trim=1),
     )
     generator = torch.Generator().manual_seed(9)
     base = {"a.weight": torch.zeros(64, 48), "untouched.weight": torch.zeros(512, 512)}

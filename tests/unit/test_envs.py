@@ -140,7 +140,6 @@ def test_a_spec_before_version_six_keeps_the_outer_step_it_meant(version: int, m
     del document["training"]["aggregation"]
     old = parse_spec(json.dumps(document | {"schema_version": version}).encode(), "old.json")
     assert old.training.aggregation.rule == meant
-    assert old.training.aggregation.min_kept == 1  # a trimmed mean then trimmed down to one value
     if version == 5:
         assert old.training.aggregation.clip_multiple == 2.0
     assert parse_spec(json.dumps(document).encode(), "new.json").training.aggregation.rule == "trimmed_mean"
@@ -153,15 +152,7 @@ def test_a_spec_before_version_six_keeps_the_outer_step_it_meant(version: int, m
 
 @pytest.mark.parametrize(
     ("setting", "key"),
-    [
-        ("rule", "median"),
-        ("clip_multiple", 0.5),
-        ("clip_multiple", 101),
-        ("trim", 0),
-        ("trim", 9),
-        ("min_kept", 0),
-        ("min_kept", 17),
-    ],
+    [("rule", "median"), ("clip_multiple", 0.5), ("clip_multiple", 101), ("trim", 0), ("trim", 9)],
 )
 def test_an_aggregation_setting_out_of_range_is_named(setting: str, key: object) -> None:
     document = json.loads(default_spec("arithmetic").canonical_bytes())

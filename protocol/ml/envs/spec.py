@@ -83,8 +83,7 @@ class AggregationSettings(_Strict):
     mean. `clipped_mean`: each update is first scaled down to at most `clip_multiple` times the round's
     median update norm, then averaged: one update moves the checkpoint at most `lr * clip_multiple * median
     / n`. `trimmed_mean`: clipped the same way, then in every coordinate the `trim` largest and `trim`
-    smallest values are dropped before the mean, as long as `min_kept` values remain (fewer trimmed, or none:
-    with three updates the clipped mean, not the median, which loses the honest updates' averaging)."""
+    smallest values are dropped before the mean (fewer when the round has too few updates)."""
 
     rule: Literal["mean", "clipped_mean", "trimmed_mean"] = Field(
         "trimmed_mean",
@@ -95,9 +94,6 @@ class AggregationSettings(_Strict):
         2.0, ge=1, le=100, description="Norm bound of an update, in multiples of the round's median update norm."
     )
     trim: int = Field(1, ge=1, le=8, description="trimmed_mean: values dropped at each end of every coordinate.")
-    min_kept: int = Field(
-        3, ge=1, le=16, description="trimmed_mean: values left in every coordinate at least (trimming less if need be)."
-    )
 
 
 class TrainingSettings(_Strict):
@@ -143,10 +139,10 @@ class VerificationSettings(_Strict):
 # What a version-1 spec's training section meant by the fields it could not name.
 VERSION_ONE_TRAINING = {"minibatch_size": 0, "negative_weight": 1.0}
 # The outer step a spec meant where it names none, by its version: the plain mean before version 5; in
-# version 5 the clipped mean at twice the median norm, and a trimmed mean that trimmed down to one value.
+# version 5 the clipped mean at twice the median norm.
 EARLIER_AGGREGATION: dict[int, dict[str, Any]] = {
-    **{version: {"rule": "mean", "min_kept": 1} for version in (1, 2, 3, 4)},
-    5: {"rule": "clipped_mean", "clip_multiple": 2.0, "min_kept": 1},
+    **{version: {"rule": "mean"} for version in (1, 2, 3, 4)},
+    5: {"rule": "clipped_mean", "clip_multiple": 2.0},
 }
 
 
@@ -160,9 +156,8 @@ class EnvSpec(_Strict):
     # 4 added training.encoding (default dense: what earlier versions did).
     # 5 added training.aggregation, default clipped_mean; a version 1-4 document means the plain mean, which
     # is what its tasks' checkpoints were computed with.
-    # 6 made trimmed_mean the default rule, trimming only while 3 values remain (min_kept; see
-    # AggregationSettings); a version-5 document means what version 5 did (clipped_mean at 2x the median norm,
-    # trimming down to one value) where it names no rule, bound or min_kept.
+    # 6 made trimmed_mean the default rule (see AggregationSettings); a version-5 document means what version 5's
+    # defaults were (clipped_mean at 2x the median norm) where it names no rule or bound.
     # The spec's version is the protocol version the task pins (see SPOKEN_VERSIONS).
     schema_version: Literal[1, 2, 3, 4, 5, 6] = 6
     environment: str = Field(description="Registered environment name (`crucible env list`).")
