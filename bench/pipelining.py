@@ -44,7 +44,7 @@ from typing import Any
 from demo.options import DemoOptions
 from demo.runner import Demo
 from protocol.artifacts.store import LocalStore
-from protocol.ml.evaluation import held_out_rewards, paired_gain
+from protocol.ml.evaluation import accuracy, held_out_rewards, paired_gain
 from protocol.ml.model import load_checkpoint
 
 
@@ -213,12 +213,12 @@ def main() -> None:
                 "busy_s": [t["busy_s"] for t in run["trainers"].values()],
                 "working_span_s": [t["working_span_s"] for t in run["trainers"].values()],
                 "skipped_rounds": {name: t["skipped_rounds"] for name, t in run["trainers"].items()},
-                "accuracy_initial": sum(r >= 1.0 for r in initial) / len(initial),
-                "accuracy_final": sum(r >= 1.0 for r in final) / len(final),
+                "accuracy_initial": accuracy(initial),
+                "accuracy_final": accuracy(final),
                 "gain_over_initial": paired_gain(initial, final).as_json(),
                 "final_vs_staleness_0": paired_gain(base["rewards"][base["final"]], final).as_json(),
                 "checkpoint_at_equal_time": run["checkpoint_at_equal_time"],
-                "accuracy_at_equal_time": sum(r >= 1.0 for r in at_time) / len(at_time),
+                "accuracy_at_equal_time": accuracy(at_time),
                 "equal_time_vs_staleness_0": paired_gain(
                     base["rewards"][base["checkpoint_at_equal_time"]], at_time
                 ).as_json(),

@@ -40,7 +40,7 @@ from protocol.artifacts.manifest import own_tensors
 from protocol.ml.aggregation import aggregate
 from protocol.ml.envs.presets import preset
 from protocol.ml.envs.spec import spec_with_settings
-from protocol.ml.evaluation import held_out_rewards, paired_gain
+from protocol.ml.evaluation import accuracy, held_out_rewards, paired_gain
 from protocol.ml.importing import model_folder
 from protocol.ml.model import LoadedModel, load_folder
 from protocol.work.round import RoundContext
@@ -133,10 +133,6 @@ class InProcess:
         return found
 
 
-def _accuracy(rewards: tuple[float, ...]) -> float:
-    return round(sum(reward >= 1.0 for reward in rewards) / len(rewards), 4)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="a packaged model, a folder, or a made-up size (tiny)")
@@ -181,7 +177,8 @@ def main() -> None:
                     run = {
                         "trainers": trainers, "seed": seed, "rule": rule, "poison": poison,
                         "seconds": round(time.perf_counter() - started, 1),
-                        "initial_accuracy": _accuracy(result["initial"]), "final_accuracy": _accuracy(final),
+                        "initial_accuracy": round(accuracy(result["initial"]), 4),
+                        "final_accuracy": round(accuracy(final), 4),
                         "gain": _figures(result["initial"], final),
                         "poison_cost": None if poison is None else _figures(honest, final),
                         "balanced": result["balanced"],

@@ -45,7 +45,7 @@ from protocol.chain.params import PPM, demo_task_params
 from protocol.config import crucible_home, devnet_settings
 from protocol.errors import CrucibleError
 from protocol.ml.adapters import check_model_fits
-from protocol.ml.evaluation import held_out_rewards, paired_gain
+from protocol.ml.evaluation import accuracy, held_out_rewards, paired_gain
 from protocol.ml.importing import model_folder
 from protocol.ml.model import publish as publish_model
 from protocol.ml.model import save_folder
@@ -376,8 +376,8 @@ class Demo:
                 greedy, sampled = evaluated.get((number, "greedy")), evaluated.get((number, "sampled"))
                 rounds.append({
                     "round": number, "checkpoint_cid": cid,
-                    "accuracy": None if greedy is None else _accuracy(greedy),
-                    "sampled_accuracy": None if sampled is None else _accuracy(sampled),
+                    "accuracy": None if greedy is None else accuracy(greedy),
+                    "sampled_accuracy": None if sampled is None else accuracy(sampled),
                     "rollout_reward": rewards[number] if number < len(rewards) else None,
                     "opened_at": next((self._time_of(crucible, e.block) for e in index.events(
                         "RoundOpened", task=task_id, round_index=number)), None),
@@ -431,11 +431,6 @@ class Demo:
             "refunded_wei": str(refund),
             "money_check": books.as_json() | {"market": market, "balanced": books.balanced and market["balanced"]},
         }
-
-
-def _accuracy(rewards: tuple[float, ...]) -> float:
-    """The share of full-reward answers."""
-    return sum(reward >= 1.0 for reward in rewards) / len(rewards)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -76,14 +76,19 @@ def evaluate(
     sampled_rewards = held_out.rewards(model, tokenizer, greedy=False, batch_size=batch_size, on_answers=on_answers)
     problems = len(greedy_rewards)
     return Evaluation(
-        accuracy=sum(r >= 1.0 for r in greedy_rewards) / problems,
+        accuracy=accuracy(greedy_rewards),
         mean_reward=sum(greedy_rewards) / problems,
-        sampled_accuracy=sum(r >= 1.0 for r in sampled_rewards) / problems,
+        sampled_accuracy=accuracy(sampled_rewards),
         sampled_mean_reward=sum(sampled_rewards) / problems,
         problems=problems,
         greedy_rewards=greedy_rewards,
         sampled_rewards=sampled_rewards,
     )
+
+
+def accuracy(rewards: tuple[float, ...]) -> float:
+    """The share of full-reward answers."""
+    return sum(reward >= 1.0 for reward in rewards) / len(rewards)
 
 
 def held_out_rewards(

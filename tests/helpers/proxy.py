@@ -6,6 +6,8 @@ import contextlib
 import socket
 import threading
 
+from protocol.processes import free_port
+
 
 class TcpProxy:
     """Forwards 127.0.0.1:port to a target; `cut()` closes the listener and every open connection,
@@ -13,10 +15,7 @@ class TcpProxy:
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = probe.getsockname()[1]
-        probe.close()
+        self.port = free_port()
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._listener: socket.socket | None = None
