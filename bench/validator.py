@@ -4,6 +4,10 @@ against the trainer's work for it, and what that makes per round at a spot-check
 each check kind takes on honest and on cheating work.
 
 Run: .venv/bin/python -m bench.validator [--new-tokens 128] [--sizes tiny,small]   (docs/benchmarks.md)
+
+With --real-model (SmolLM2-135M-Instruct, or a folder) it measures the real-model demo's task instead: one
+trainer's work for a round, and its check with each prompt prefilled once (`prefill`) beside one whole pass
+per completion (`whole_prefill`), on `--threads` threads (1: a pinned role process of the pipelining bench).
 """
 
 from __future__ import annotations
@@ -18,18 +22,20 @@ from typing import Any
 import torch
 
 from bench.node import warm_model
+from demo.options import DemoOptions
 from node.adversary import adversary_of
 from node.work import produce_work
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.ml.envs.spec import default_spec
 from protocol.ml.generation import generate
-from protocol.ml.inference import prefill
-from protocol.ml.model import LoadedModel, parameter_count
+from protocol.ml.importing import model_folder
+from protocol.ml.inference import prefill, whole_prefill
+from protocol.ml.model import LoadedModel, load_folder, parameter_count
 from protocol.ml.proofs import build_proofs, verify_proofs
-from protocol.ml.sampling import replay_many
+from protocol.ml.sampling import _MASK32, _SALT, _mix32, gumbel_noise, replay_many, seed_words
 from protocol.ml.seeds import label_seed
 from protocol.ml.tokenizer import prompt_ids
-from protocol.work.checks import Artifacts, Claim, verify_submission
+from protocol.work.checks import Artifacts, Claim, check_toploc, verify_submission
 from protocol.work.round import RoundContext
 
 CONTEXT = RoundContext(
@@ -107,14 +113,82 @@ def submission_figures(loaded: LoadedModel, adversary: str | None) -> dict[str, 
     }
 
 
+def untiled_noise(seeds: list[bytes], positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Gumbel noise as it was computed before it was tiled: the same bits, the whole [B, V] at once."""
+    words = torch.tensor(seed_words(seeds), dtype=torch.int64).view(-1, 2)
+    at = _mix32(_mix32(_mix32(words[:, 0]) ^ words[:, 1]) ^ (positions & _MASK32))
+    high = _mix32(at[:, None] ^ torch.arange(vocab_size, dtype=torch.int64)[None, :])
+    low = _mix32(high ^ _SALT)
+    return -torch.log(-torch.log((((high << 21) + (low >> 11)).to(torch.float64) + 0.5) / 2.0**53))
+
+
+def noise_figures(rows: int, vocab_size: int) -> dict[str, Any]:
+    """The sampling noise for `rows` rows, tiled (`gumbel_noise`) and all at once, timed and compared."""
+    seeds = [label_seed("bench-noise", str(i)) for i in range(rows)]
+    positions = torch.arange(rows, dtype=torch.int64) % 12
+    started = time.perf_counter()
+    tiled = gumbel_noise(seeds, positions, vocab_size, torch.device("cpu"))
+    tiled_s = time.perf_counter() - started
+    started = time.perf_counter()
+    whole = untiled_noise(seeds, positions, vocab_size)
+    whole_s = time.perf_counter() - started
+    return {"noise_rows": rows, "vocab": vocab_size, "tiled_s": round(tiled_s, 3), "untiled_s": round(whole_s, 3),
+            "identical": torch.equal(tiled, whole)}  # fmt: skip
+
+
+def real_model_check(model: str, prompts: int, repeats: int) -> None:
+    """The real-model demo's round for one trainer and its check, the prefill both ways, `repeats` times each."""
+    options = DemoOptions(model=model, prompts=prompts)
+    options.check()
+    spec = options.spec()
+    loaded = load_folder(model_folder(model))
+    for rows in (64, 256):
+        print(json.dumps(noise_figures(rows, int(loaded.model.config.vocab_size))), flush=True)
+    started = time.perf_counter()
+    work = produce_work(loaded, spec, CONTEXT)
+    print(json.dumps({"trainer_s": round(time.perf_counter() - started, 2), "generate_s": round(work.generate_s, 2),
+                      "prove_s": round(work.prove_s, 2), "train_s": round(work.train_s, 2),
+                      "samples": len(work.rollouts.samples)}), flush=True)  # fmt: skip
+    pairs = [(sample.prompt_ids, sample.completion_ids) for sample in work.rollouts.samples]
+    positions = {
+        "whole": sum(len(p) + len(c) - 1 for p, c in pairs),
+        "shared": sum(len(p) for p in {tuple(p) for p, _ in pairs}) + sum(len(c) - 1 for _, c in pairs),
+    }
+    for _ in range(repeats):
+        for name, run in (("whole", whole_prefill), ("shared", prefill)):
+            started = time.perf_counter()
+            passes = run(loaded.model, pairs, loaded.tokenizer.pad_id, 16)
+            seconds = time.perf_counter() - started
+            toploc = check_toploc(work.rollouts, passes, spec)
+            print(json.dumps({"prefill": name, "seconds": round(seconds, 2), "positions": positions[name],
+                              "toploc_passed": toploc.passed, **toploc.figures}), flush=True)  # fmt: skip
+        digest = work.rollouts.proofs_digest()
+        claim = Claim(CONTEXT, cid_of_bytes(work.rollouts.to_bytes()), "update", work.rollouts.work_units,
+                      CONTEXT.commitment(digest))  # fmt: skip
+        started = time.perf_counter()
+        verdict = verify_submission(claim, spec, loaded, Artifacts(work.rollouts.to_bytes, lambda: work.update))
+        check_s = round(time.perf_counter() - started, 2)
+        per_check = {r.check: round(r.seconds, 2) for r in verdict.results}
+        print(json.dumps({"check_s": check_s, "valid": verdict.valid, "per_check_s": per_check}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--sizes", default="tiny,small")
     parser.add_argument("--warmup-steps", type=int, default=400)
+    parser.add_argument("--real-model", help="SmolLM2-135M-Instruct (smollm2) or a model folder")
+    parser.add_argument("--prompts", type=int, default=8, help="with --real-model: prompts a trainer takes")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--repeats", type=int, default=2)
     arguments = parser.parse_args()
+    if arguments.threads:
+        torch.set_num_threads(arguments.threads)
     print(json.dumps({"machine": platform.machine(), "cores": os.cpu_count(), "torch": torch.__version__,
                       "threads": torch.get_num_threads()}))  # fmt: skip
+    if arguments.real_model:
+        real_model_check(arguments.real_model, arguments.prompts, arguments.repeats)
+        return
     for size in arguments.sizes.split(","):
         loaded = warm_model(size, 0, default_spec("arithmetic"))
         print(json.dumps({"size": size, "parameters": parameter_count(loaded.model)}))

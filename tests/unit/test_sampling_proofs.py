@@ -10,7 +10,7 @@ import torch
 
 from protocol.ml.envs.spec import EnvSpec, SamplingSettings
 from protocol.ml.generation import generate
-from protocol.ml.inference import prefill
+from protocol.ml.inference import prefill, whole_prefill
 from protocol.ml.model import LoadedModel, create_model
 from protocol.ml.proofs import build_proofs, chunk_count, verify_proofs
 from protocol.ml.sampling import _MASK32, _MULTIPLIER, _SALT, gumbel_noise, replay, sample, seed_words
@@ -48,6 +48,13 @@ def test_gumbel_noise_matches_an_independent_integer_implementation() -> None:
     noise = gumbel_noise(seeds, torch.tensor([0, 1000]), 300, torch.device("cpu"))
     for row, (seed, position) in enumerate(zip(seeds, (0, 1000), strict=True)):
         for token in (0, 1, 57, 299):
+            assert noise[row, token].item() == _python_noise(seed, position, token)
+    # A vocabulary of several tiles (2**16 elements of hash state each, 21,845 columns for 3 rows): the
+    # columns either side of every tile's edge are hashed with their own token, not their tile's offset.
+    seeds.append(label_seed("c"))
+    noise = gumbel_noise(seeds, torch.tensor([0, 1000, 7]), 70_000, torch.device("cpu"))
+    for row, (seed, position) in enumerate(zip(seeds, (0, 1000, 7), strict=True)):
+        for token in (0, 21_844, 21_845, 43_690, 65_535, 69_999):
             assert noise[row, token].item() == _python_noise(seed, position, token)
     # Gumbel(0, 1) has mean Euler's constant.
     assert (
@@ -102,6 +109,37 @@ def test_honest_proofs_verify_over_a_separate_prefill_aligned_exactly(tiny: Load
     assert not all(
         f.passes(spec.toploc) for f in verify_proofs(shifted, build_proofs(g.activations, spec.toploc), spec.toploc)
     )
+
+
+@pytest.mark.parametrize("micro_batch", [16, 3])
+def test_a_prompt_computed_once_gives_each_completion_what_a_whole_pass_gives(
+    tiny: LoadedModel, spec: EnvSpec, micro_batch: int
+) -> None:
+    """Groups of completions sharing a prompt (prompts of different lengths, completions of 1 to 12 tokens,
+    groups split across passes when micro_batch is 3, rows out of group order) get the hidden states and
+    logits of one whole pass per row, and their proofs verify. A prefill that gave each completion another
+    group's prompt cache, or dropped the prompt's last position, fails here (both tried)."""
+    prompts, seeds = _prompts(tiny, spec, 4)
+    assert len({len(p) for p in prompts}) > 1
+    rows = [(prompt, seed + bytes([copy])) for copy in range(4) for prompt, seed in zip(prompts, seeds, strict=True)]
+    sampling = SamplingSettings(temperature=1.5, max_new_tokens=12)
+    generated = generate(
+        tiny.model, [p for p, _ in rows], [s for _, s in rows], sampling, tiny.tokenizer.eos_id, tiny.tokenizer.pad_id
+    )
+    sequences = [(p, g.completion_ids) for (p, _), g in zip(rows, generated, strict=True)]
+    sequences.append((prompts[0], [tiny.tokenizer.eos_id]))  # a one-token completion: the prompt's state alone
+    digits = tiny.tokenizer.encode("31415926535897")
+    sequences += [(prompts[i % 4], digits[: 2 + 3 * i]) for i in range(5)]  # longer ones, any tokens will do
+    assert len({len(c) for _, c in sequences}) > 4
+    shared = prefill(tiny.model, sequences, 0, micro_batch)
+    whole = whole_prefill(tiny.model, sequences, 0)
+    for (_, completion), ours, reference in zip(sequences, shared, whole, strict=True):
+        assert ours.activations.shape == reference.activations.shape == (len(completion), tiny.model.config.hidden_size)
+        torch.testing.assert_close(ours.activations, reference.activations, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(ours.logits, reference.logits, atol=1e-4, rtol=1e-4)
+    for g, ours in zip(generated, shared[: len(generated)], strict=True):
+        figures = verify_proofs(ours.activations, build_proofs(g.activations, spec.toploc), spec.toploc)
+        assert all(f.exp_mismatches == 0 and f.passes(spec.toploc) for f in figures)
 
 
 def test_proofs_of_another_model_fail_and_forged_tokens_fail_replay(tiny: LoadedModel, spec: EnvSpec) -> None:
