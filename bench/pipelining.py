@@ -28,7 +28,7 @@ Run: .venv/bin/python -m bench.pipelining [--rounds 3] [--trainers 1] [--prompts
      [--submit-window S] [--validate-window V] [--challenge-window C] [--staleness 2,1,0] [--repeat 1]
      [--eval-problems 300] [--json]
 (`--staleness` fastest first: the first run's duration is the "equal wall time" of the others; the first
-staleness-0 run is the baseline of the paired comparisons.)
+staleness-0 run is the baseline of the paired comparisons, which are left out when no run has staleness 0.)
 """
 
 from __future__ import annotations
@@ -63,7 +63,12 @@ def _trainer_figures(home: Path, name: str) -> dict[str, Any]:
     starts = [e["time"] for e in events if e["event"] == "round_opened"]
     sent = [e["time"] for e in events if e["event"] == "submitted"]
     span = (max(sent) - min(starts)) if starts and sent else 0.0
+    opened = {e["round"]: e["time"] for e in events if e["event"] == "round_opened"}
+    work = [
+        round(e["time"] - opened[e["round"]], 1) for e in events if e["event"] == "prepared" and e["round"] in opened
+    ]
     return {
+        "round_work_s": work,  # from a round's opening (as the node saw it) to its work published
         "busy_s": finished["busy_s"],
         "wall_s": finished["wall_s"],
         "busy_fraction": finished["busy_fraction"],
@@ -125,6 +130,13 @@ def run_one(
         trainers = {
             a["name"]: _trainer_figures(demo.home, a["name"]) for a in summary["accounts"] if a["role"] == "trainer"
         }
+        checks = [
+            round(sum(e["seconds"].values()), 1)
+            for a in summary["accounts"]
+            if a["role"] == "validator"
+            for e in _log_events(demo.home, a["name"])
+            if e["event"] == "checked"
+        ]
         opened = [row["opened_at"] for row in rows[1:-1]]
         warm_up = [u for u in rows[0]["updates"] if u["included"]]
     updates = [u for row in rows[1:] for u in row["updates"]]
@@ -141,6 +153,7 @@ def run_one(
         "trained_samples": (len(warm_up) * args.prompts * spec.training.group_size) + accepted,
         "initial_cid": rows[0]["checkpoint_cid"],
         "trainers": trainers,
+        "check_s": checks,
         "checkpoint_at_equal_time": at_equal_time,
         "checkpoint_available_s": available,
         "rewards": evaluated,
@@ -163,8 +176,6 @@ def main() -> None:
     parser.add_argument("--eval-problems", type=int, default=300)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if 0 not in {int(value) for value in args.staleness.split(",")}:
-        raise SystemExit("--staleness must include 0: every run is compared with sequential rounds")
 
     started = time.time()
     runs: list[dict[str, Any]] = []
@@ -174,9 +185,8 @@ def main() -> None:
             runs.append(run_one(staleness, args, runs[0]["duration_s"] if runs else None, cache) | {"repeat": repeat})
     if len({run["initial_cid"] for run in runs}) != 1:
         raise SystemExit("the runs did not start from the same initial checkpoint: no paired comparison")
+    # The comparisons are with the first sequential run; without one (no 0 in --staleness) they are left out.
     base = next((run for run in runs if run["max_staleness"] == 0), None)
-    if base is None:
-        raise SystemExit("--staleness must include 0: every run is compared with sequential rounds")
     table = []
     for run in sorted(runs, key=lambda r: (r["max_staleness"], r["repeat"])):
         initial = run["rewards"][0]
@@ -192,7 +202,9 @@ def main() -> None:
                 "accepted_samples": run["accepted_samples"],
                 "samples_per_hour": run["samples_per_hour"],
                 "samples_per_hour_vs_staleness_0": (
-                    round(run["samples_per_hour"] / base["samples_per_hour"], 2) if base["samples_per_hour"] else None
+                    round(run["samples_per_hour"] / base["samples_per_hour"], 2)
+                    if base and base["samples_per_hour"]
+                    else None
                 ),
                 "mean_round_period_s": run["mean_round_period_s"],
                 # A long task's rate: a round's samples every round period (the tail of the last round's
@@ -203,7 +215,9 @@ def main() -> None:
                     else None
                 ),
                 "steady_vs_staleness_0": (
-                    round(base["mean_round_period_s"] / period, 2) if period and base["mean_round_period_s"] else None
+                    round(base["mean_round_period_s"] / period, 2)
+                    if base and period and base["mean_round_period_s"]
+                    else None
                 ),
                 "busy_fraction": busy,
                 "busy_fraction_of_working_span": busy_span,
@@ -211,17 +225,19 @@ def main() -> None:
                 "warm_up_updates_included": run["warm_up_updates_included"],
                 "trained_samples": run["trained_samples"],
                 "busy_s": [t["busy_s"] for t in run["trainers"].values()],
+                "round_work_s": [t["round_work_s"] for t in run["trainers"].values()],
+                "check_s": run["check_s"],
                 "working_span_s": [t["working_span_s"] for t in run["trainers"].values()],
                 "skipped_rounds": {name: t["skipped_rounds"] for name, t in run["trainers"].items()},
                 "accuracy_initial": accuracy(initial),
                 "accuracy_final": accuracy(final),
                 "gain_over_initial": paired_gain(initial, final).as_json(),
-                "final_vs_staleness_0": paired_gain(base["rewards"][base["final"]], final).as_json(),
+                "final_vs_staleness_0": paired_gain(base["rewards"][base["final"]], final).as_json() if base else None,
                 "checkpoint_at_equal_time": run["checkpoint_at_equal_time"],
                 "accuracy_at_equal_time": accuracy(at_time),
-                "equal_time_vs_staleness_0": paired_gain(
-                    base["rewards"][base["checkpoint_at_equal_time"]], at_time
-                ).as_json(),
+                "equal_time_vs_staleness_0": (
+                    paired_gain(base["rewards"][base["checkpoint_at_equal_time"]], at_time).as_json() if base else None
+                ),
             }
         )
     result = {
@@ -236,12 +252,17 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     for row in table:
+        versus = row["final_vs_staleness_0"]
         print(
             f"staleness {row['max_staleness']}: {row['samples_per_hour']:.0f} samples/h "
             f"({row['samples_per_hour_vs_staleness_0']}x), busy {row['busy_fraction']} "
             f"(of working span {row['busy_fraction_of_working_span']}), final accuracy "
-            f"{100 * row['accuracy_final']:.1f}% vs staleness 0 {100 * row['final_vs_staleness_0']['mean']:+.1f} "
-            f"[{100 * row['final_vs_staleness_0']['low']:+.1f}, {100 * row['final_vs_staleness_0']['high']:+.1f}]"
+            f"{100 * row['accuracy_final']:.1f}%"
+            + (
+                f" vs staleness 0 {100 * versus['mean']:+.1f} [{100 * versus['low']:+.1f}, {100 * versus['high']:+.1f}]"
+                if versus
+                else ""
+            )
         )
 
 
