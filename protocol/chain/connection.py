@@ -22,12 +22,19 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+from eth_abi.exceptions import DecodingError
 from eth_utils import keccak
 from hexbytes import HexBytes
 from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractFunction
-from web3.exceptions import BlockNotFound, ContractLogicError, TransactionNotFound, Web3RPCError
+from web3.exceptions import (
+    BadFunctionCallOutput,
+    BlockNotFound,
+    ContractLogicError,
+    TransactionNotFound,
+    Web3RPCError,
+)
 from web3.providers.rpc.utils import ExceptionRetryConfiguration
 from web3.types import TxReceipt
 
@@ -35,6 +42,7 @@ from protocol.accounts import Signer
 from protocol.chain.contracts import artifact, decode_revert
 from protocol.chain.fees import Fees, require_funds, unfunded
 from protocol.chain.opstack import has_l1_fee, l1_fee
+from protocol.chain.views import ViewCodec
 from protocol.errors import (
     ChainError,
     ConfigError,
@@ -164,6 +172,7 @@ class Chain:
         self._client_version: str | None = None
         self._l1_fee: bool | None = None
         self.fees = Fees()  # what this connection's mined transactions paid
+        self._views: dict[tuple[str, Any], ViewCodec] = {}  # by (address, function)
 
     def _rpc(self, call: Callable[[], Any]) -> Any:
         """Runs one request: transport errors (already retried by the provider) become RpcUnreachable;
@@ -247,11 +256,20 @@ class Chain:
         return max(int(time.time()), self.timestamp() + interval) + interval
 
     def call(self, function: ContractFunction, block: Any = "latest") -> Any:
-        """Returns a view function's result, with reverts decoded."""
+        """Returns a view function's result (as web3 gives it: `protocol/chain/views.py`), reverts decoded."""
+        key = (function.address, function.abi_element_identifier)
+        codec = self._views.get(key)
+        if codec is None:
+            codec = self._views[key] = ViewCodec.of(dict(function.abi))
+        request = {"to": function.address, "data": codec.calldata(function.args)}
         try:
-            return self._rpc(lambda: function.call(block_identifier=block))
+            data = self._rpc(lambda: self.w3.eth.call(request, block_identifier=block))  # type: ignore[arg-type]
         except ContractLogicError as error:
             raise self._revert(error) from None
+        try:
+            return codec.result(data)
+        except DecodingError as error:
+            raise BadFunctionCallOutput(f"{function.abi_element_identifier} at {function.address}: {error}") from None
 
     def transact(
         self, function: ContractFunction, signer: Signer, value_wei: int = 0, gas: int | None = None
