@@ -42,6 +42,7 @@ from protocol.accounts import Signer
 from protocol.chain.contracts import artifact, decode_revert
 from protocol.chain.fees import Fees, require_funds, unfunded
 from protocol.chain.opstack import has_l1_fee, l1_fee
+from protocol.chain.sessions import SessionPerThread
 from protocol.chain.views import ViewCodec
 from protocol.errors import (
     ChainError,
@@ -152,7 +153,9 @@ class Chain:
         self.poll_interval_s = poll_interval_s
         self.retries, self.backoff_s = retries, backoff_s
         retry = ExceptionRetryConfiguration(errors=TRANSPORT_ERRORS, retries=retries, backoff_factor=backoff_s)
-        provider = Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 10}, exception_retry_configuration=retry)
+        provider = Web3.HTTPProvider(
+            rpc_url, {"timeout": 10}, session=SessionPerThread(rpc_url), exception_retry_configuration=retry
+        )
         self.w3 = Web3(provider)
         # Middleware for what this class does itself: its transactions are signed here with their chain id,
         # fees and gas (no gas-price strategy), it names accounts by address (no ENS), and the chain id is

@@ -6,9 +6,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from helpers.devnet import manual_mining
+from helpers.proxy import TcpProxy
 from pydantic import ValidationError
 
 from protocol.accounts import Signer
@@ -18,7 +20,7 @@ from protocol.chain.client import Crucible, Role
 from protocol.chain.connection import Chain
 from protocol.chain.devnet import LocalChain
 from protocol.chain.params import TaskParams, demo_task_params, honest_majority, least_deterrent_slash
-from protocol.errors import ChainError, ConfigError, ContractRevert
+from protocol.errors import ChainError, ConfigError, ContractRevert, RpcUnreachable
 from protocol.processes import free_port
 
 pytestmark = pytest.mark.integration
@@ -254,3 +256,24 @@ def test_transactions_a_revert_dropped_are_sent_again_before_the_next_one(
     crucible.transfer(dev[4], recipient, 2 * TOKEN)
     assert crucible.balance_of(recipient) - before == 3 * TOKEN  # both, once each
     assert crucible.chain.w3.eth.get_transaction_count(dev[4].address) == nonce + 2
+
+
+def test_a_connection_reaches_the_chain_through_the_proxy_the_environment_names(
+    anvil: LocalChain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection's sessions read the environment's proxy settings once, when made, instead of at every
+    request (protocol/chain/sessions.py), and still use them: with HTTP_PROXY naming a TCP forwarder in front
+    of the Anvil, cutting the forwarder cuts the connection off. Broken version: sessions that stop trusting
+    the environment without reading it first → requests go straight to the Anvil and the cut changes nothing."""
+    proxy = TcpProxy(int(urlparse(anvil.rpc_url).port or 0))
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        chain = Chain(anvil.rpc_url, retries=1, backoff_s=0.01)
+        assert chain.block_number() >= 0
+        proxy.cut()
+        with pytest.raises(RpcUnreachable):
+            chain.block_number()
+    finally:
+        proxy.cut()
