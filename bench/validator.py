@@ -32,7 +32,7 @@ from protocol.ml.importing import model_folder
 from protocol.ml.inference import prefill, whole_prefill
 from protocol.ml.model import LoadedModel, load_folder, parameter_count
 from protocol.ml.proofs import build_proofs, verify_proofs
-from protocol.ml.sampling import _MASK32, _SALT, _mix32, gumbel_noise, replay_many, seed_words
+from protocol.ml.sampling import _MASK32, _MULTIPLIER, _SALT, gumbel_noise, replay_many, seed_words
 from protocol.ml.seeds import label_seed
 from protocol.ml.tokenizer import prompt_ids
 from protocol.work.checks import Artifacts, Claim, check_toploc, verify_submission
@@ -114,7 +114,14 @@ def submission_figures(loaded: LoadedModel, adversary: str | None) -> dict[str, 
 
 
 def untiled_noise(seeds: list[bytes], positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Gumbel noise as it was computed before it was tiled: the same bits, the whole [B, V] at once."""
+    """Gumbel noise as it was computed before it was tiled: the same bits, the whole [B, V] at once, each step of
+    the hash a new tensor (as `_mix32` then was)."""
+
+    def _mix32(x: torch.Tensor) -> torch.Tensor:
+        x = (((x >> 16) ^ x) * _MULTIPLIER) & _MASK32
+        x = (((x >> 16) ^ x) * _MULTIPLIER) & _MASK32
+        return (x >> 16) ^ x
+
     words = torch.tensor(seed_words(seeds), dtype=torch.int64).view(-1, 2)
     at = _mix32(_mix32(_mix32(words[:, 0]) ^ words[:, 1]) ^ (positions & _MASK32))
     high = _mix32(at[:, None] ^ torch.arange(vocab_size, dtype=torch.int64)[None, :])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from protocol.ml.envs.spec import SamplingSettings
-from protocol.ml.inference import decoder_and_head
+from protocol.ml.inference import decoder_and_head, padded
 from protocol.ml.sampling import sample
 
 if TYPE_CHECKING:
@@ -62,13 +62,8 @@ def _generate_batch(
 
     decoder, head = decoder_and_head(model)
     device = next(model.parameters()).device
-    batch, width = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((batch, width), pad_id, dtype=torch.int64)
-    mask = torch.zeros((batch, width), dtype=torch.int64)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt) :] = torch.tensor(prompt)
-        mask[row, width - len(prompt) :] = 1
-    ids, mask = ids.to(device), mask.to(device)
+    batch = len(prompts)
+    ids, mask = padded(prompts, pad_id, device, left=True)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, W]
     cache = DynamicCache()
     hidden_steps: list[torch.Tensor] = []  # each [B, H]

@@ -34,6 +34,21 @@ def decoder_and_head(model: Any) -> tuple[Any, Any]:
     return model.get_decoder(), model.get_output_embeddings()
 
 
+def padded(rows: Sequence[list[int]], pad_id: int, device: Any, left: bool = False) -> tuple[Any, Any]:
+    """Token ids [B, W] and their attention mask, `rows` padded to the longest: on the right (causal attention
+    never lets a real position see a pad after it), or on the left (every row ends in the last column)."""
+    import torch
+
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.int64)
+    mask = torch.zeros((len(rows), width), dtype=torch.int64)
+    for index, row in enumerate(rows):
+        where = slice(width - len(row), width) if left else slice(0, len(row))
+        ids[index, where] = torch.tensor(row, dtype=torch.int64)
+        mask[index, where] = 1
+    return ids.to(device), mask.to(device)
+
+
 def prefill(
     model: Any, sequences: Sequence[tuple[list[int], list[int]]], pad_id: int, micro_batch: int = 16
 ) -> list[Prefill]:
@@ -45,15 +60,8 @@ def prefill(
     device = next(model.parameters()).device
     results: dict[int, Prefill] = {}
     for chunk in _chunks(sequences, micro_batch):
-        prompts = [sequences[rows[0]][0] for rows in chunk]
-        width = max(len(prompt) for prompt in prompts)
         # Left padding, positions counting real tokens only: every prompt ends in the last column.
-        ids = torch.full((len(prompts), width), pad_id, dtype=torch.int64)
-        mask = torch.zeros((len(prompts), width), dtype=torch.int64)
-        for unit, prompt in enumerate(prompts):
-            ids[unit, width - len(prompt) :] = torch.tensor(prompt)
-            mask[unit, width - len(prompt) :] = 1
-        ids, mask = ids.to(device), mask.to(device)
+        ids, mask = padded([sequences[rows[0]][0] for rows in chunk], pad_id, device, left=True)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         rows = [row for unit_rows in chunk for row in unit_rows]
         units = [unit for unit, unit_rows in enumerate(chunk) for _ in unit_rows]
@@ -69,14 +77,10 @@ def prefill(
             hidden = None
             if tail_width:
                 cache.batch_select_indices(owner)  # one copy of the prompt's keys and values per completion
-                tail_ids = torch.full((len(rows), tail_width), pad_id, dtype=torch.int64, device=device)
-                tail_mask = torch.zeros((len(rows), tail_width), dtype=torch.int64, device=device)
-                for index, tail in enumerate(tails):
-                    tail_ids[index, : len(tail)] = torch.tensor(tail)
-                    tail_mask[index, : len(tail)] = 1
+                tail_ids, tail_mask = padded(tails, pad_id, device)
                 steps = torch.arange(tail_width, device=device)
                 out = decoder(
-                    input_ids=tail_ids,  # right padding: causal attention never lets a real position see a pad
+                    input_ids=tail_ids,
                     attention_mask=torch.cat([mask[owner], tail_mask], dim=1),
                     position_ids=positions[owner, -1:] + 1 + steps,
                     cache=cache,
@@ -120,16 +124,9 @@ def whole_prefill(
     results: list[Prefill] = []
     for start in range(0, len(sequences), micro_batch):
         batch = sequences[start : start + micro_batch]
-        inputs = [prompt + completion[:-1] for prompt, completion in batch]
-        width = max(len(ids) for ids in inputs)
-        # Right padding: causal attention never lets a real position see a pad after it.
-        ids = torch.full((len(batch), width), pad_id, dtype=torch.int64)
-        mask = torch.zeros((len(batch), width), dtype=torch.int64)
-        for row, sequence in enumerate(inputs):
-            ids[row, : len(sequence)] = torch.tensor(sequence)
-            mask[row, : len(sequence)] = 1
+        ids, mask = padded([prompt + completion[:-1] for prompt, completion in batch], pad_id, device)
         with torch.inference_mode():
-            hidden = decoder(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state  # [B, T, H]
+            hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state  # [B, T, H]
             for row, (prompt, completion) in enumerate(batch):
                 span = hidden[row, len(prompt) - 1 : len(prompt) - 1 + len(completion)]  # [n, H]
                 results.append(Prefill(activations=span, logits=head(span)))

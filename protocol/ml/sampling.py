@@ -25,13 +25,11 @@ _SALT = 0x68E31DA4
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:
     """A 32-bit integer hash (values in [0, 2**32) held in int64)."""
-    x = (((x >> 16) ^ x) * _MULTIPLIER) & _MASK32
-    x = (((x >> 16) ^ x) * _MULTIPLIER) & _MASK32
-    return (x >> 16) ^ x
+    return _mix32_(x.clone())
 
 
 def _mix32_(x: torch.Tensor) -> torch.Tensor:
-    """`_mix32` in place (the same integers, no temporaries)."""
+    """`_mix32` in place, on `x` itself (no temporaries)."""
     for _ in range(2):
         x ^= x >> 16
         x *= _MULTIPLIER
