@@ -107,12 +107,15 @@ $(BUILD_STAMP): $(CONTRACT_SOURCES) $(NODE_STAMP)
 demo: setup build
 	$(VENV)/bin/crucible demo
 
+# Slither builds (with --force, which empties the output folder first) into a folder of its own: contracts/out,
+# which the tests read while lint runs beside them, stays as `make build` left it.
 lint: setup build
-	$(VENV)/bin/ruff format --check protocol cli node validator auditor explorer demo tests scripts bench
-	$(VENV)/bin/ruff check protocol cli node validator auditor explorer demo tests scripts bench
-	$(VENV)/bin/mypy
+	$(NICE) $(VENV)/bin/ruff format --check protocol cli node validator auditor explorer demo tests scripts bench
+	$(NICE) $(VENV)/bin/ruff check protocol cli node validator auditor explorer demo tests scripts bench
+	$(NICE) $(VENV)/bin/mypy
 	$(FORGE) fmt --check contracts
-	PATH="$(FOUNDRY_BIN):$$PATH" $(SLITHER_VENV)/bin/slither . --compile-force-framework foundry \
+	FOUNDRY_OUT=.tools/slither-build/out FOUNDRY_CACHE_PATH=.tools/slither-build/cache PATH="$(FOUNDRY_BIN):$$PATH" \
+		$(NICE) $(SLITHER_VENV)/bin/slither . --compile-force-framework foundry \
 		--filter-paths "node_modules|contracts/test" \
 		--exclude-informational --exclude-low --exclude-optimization --fail-medium
 
@@ -133,15 +136,16 @@ mutants: setup build
 test-python: setup build
 	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
-# Lint first (Slither rebuilds contracts/out). Then pytest, the longest part, a quarter of whose time the CPU
-# waits (on child processes, on the devnet's clock): the forge tests and the mutation check (which builds each
-# mutant in a copy of its own) run beside it, one after the other, at the lowest CPU priority, on what pytest
-# leaves idle. Each side's output is printed whole when it ends; make test fails if either fails.
-test: lint
+# pytest is the longest part, and the CPU waits during some of it (on child processes, on the devnet's clock):
+# lint, the forge tests and the mutation check (which builds each mutant in a copy of its own) run beside it,
+# one after the other, at the lowest CPU priority, on what pytest leaves idle. None of them writes
+# contracts/out, which the tests read. Each side's output is printed whole when it ends; make test fails if
+# either fails.
+test: setup build
 	@$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-python contract-checks
 
 contract-checks: setup build
-	@$(MAKE) --no-print-directory NICE="nice -n 19" test-contracts mutants
+	@$(MAKE) --no-print-directory NICE="nice -n 19" lint test-contracts mutants
 
 clean:
 	rm -rf contracts/out contracts/cache crytic-export .pytest_cache .mypy_cache .ruff_cache

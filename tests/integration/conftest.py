@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
+from helpers.warm import WarmProcess
 
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 
 
 class RoleProcess:
-    """`crucible <role> run ...` as a child process; a thread collects its JSON events."""
+    """`crucible <role> run ...` as a child process (forked from the warm parent: helpers/warm.py); a thread
+    collects its JSON events."""
 
     def __init__(self, home: Path, rpc_url: str, book: Path, role: str, *args: str, key: str | None = None) -> None:
         command = [CRUCIBLE, "--rpc", rpc_url, "--deployment", str(book), role, "run", *args, "--json", "--poll", "0.3"]
@@ -27,7 +31,7 @@ class RoleProcess:
         if key is not None:
             env["CRUCIBLE_PRIVATE_KEY"] = key
         self.command = " ".join(args)
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.process = WarmProcess(command, env)
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -106,21 +110,52 @@ def roles(crucible_home: Path, chain: Any, tmp_path: Path) -> Any:
     started.stop_all()
 
 
-@pytest.fixture(scope="module")
-def model_cid_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], str]:
-    """`crucible model init` once (a short warm-up), then `crucible model publish` into a test's store."""
-    folder = tmp_path_factory.mktemp("model") / "tiny"
-    crucible = str(Path(sys.executable).parent / "crucible")
-    home = tmp_path_factory.mktemp("home")
-    env = {**os.environ, "CRUCIBLE_HOME": str(home)}
-    made = subprocess.run([crucible, "model", "init", "--env", "arithmetic", "--out", str(folder), "--steps", "100"],
-                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
-    assert made.returncode == 0, made.stderr
+def _run_cli(home: Path, *args: str) -> str:
+    """`crucible ARGS` in state folder `home`; its stdout (the test fails, with its stderr, when it fails)."""
+    done = subprocess.run([CRUCIBLE, *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "CRUCIBLE_HOME": str(home)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def shared_tiny_model(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, Path, str]:
+    """The tiny arithmetic model most integration tests train: `crucible model init` with a short warm-up (100
+    steps: a few right answers in every batch), then `crucible model publish` into a store of its own. Made
+    once for the whole run: the first worker to want it makes it, under a lock, in the folder every worker of
+    this run shares (pytest-xdist's own pattern); the others find it there. Each made it once per test module
+    before, eleven times a run at about 15 CPU s each. Gives the model's folder, the store and the CID."""
+    root = tmp_path_factory.getbasetemp()
+    shared = root if worker_id == "master" else root.parent
+    folder = shared / "tiny-model"
+    with FileLock(str(shared / "tiny-model.lock")):
+        if not (folder / "cid").is_file():
+            _run_cli(folder / "home", "model", "init", "--env", "arithmetic", "--out", str(folder / "tiny"),
+                     "--steps", "100")  # fmt: skip
+            cid = json.loads(_run_cli(folder / "home", "model", "publish", str(folder / "tiny"), "--json"))["cid"]
+            (folder / "cid").write_text(cid)
+    return folder / "tiny", folder / "home" / "store", (folder / "cid").read_text()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(shared_tiny_model: tuple[Path, Path, str]) -> Path:
+    """The shared tiny model's folder (a Hugging Face folder, as `crucible model init` writes it)."""
+    return shared_tiny_model[0]
+
+
+@pytest.fixture(scope="session")
+def model_cid_factory(shared_tiny_model: tuple[Path, Path, str]) -> Callable[[Path], str]:
+    """Puts the shared tiny model's checkpoint into a test's store (`CRUCIBLE_HOME/store`): the files
+    `crucible model publish` wrote, each a blob named by its CID (the roles check every one against its CID
+    when they read it). Returns the checkpoint's CID."""
+    _, published, cid = shared_tiny_model
 
     def publish(crucible_home: Path) -> str:
-        done = subprocess.run([crucible, "model", "publish", str(folder), "--json"], capture_output=True, text=True,
-                              env={**env, "CRUCIBLE_HOME": str(crucible_home)}, timeout=300)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return str(json.loads(done.stdout)["cid"])
+        store = crucible_home / "store"
+        store.mkdir(parents=True, exist_ok=True)
+        for blob in published.iterdir():
+            if blob.is_file() and not blob.name.startswith("."):
+                shutil.copyfile(blob, store / blob.name)
+        return cid
 
     return publish

@@ -25,6 +25,7 @@ from helpers.devnet import (
     funded_account,
     warp,
 )
+from helpers.warm import run_crucible
 
 from auditor.index import EventIndex, default_index_path
 from protocol.accounts import Signer
@@ -43,7 +44,7 @@ def cli(home: Path, rpc: str, book: Path, *args: str, key: str | None = None) ->
     if key is not None:
         env["CRUCIBLE_PRIVATE_KEY"] = key
     command = [CRUCIBLE, "--rpc", rpc, "--deployment", str(book), *args]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    return run_crucible(command, env, timeout=600)
 
 
 def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balance(

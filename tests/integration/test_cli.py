@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from helpers.amounts import assert_amounts_in_wei
+from helpers.warm import run_crucible
 
 from cli.task_plan import LANDING_S, WORK_SPREAD
 from protocol.artifacts.cid import cid_of_bytes
@@ -44,14 +45,7 @@ class Result:
 def crucible(home: Path, *args: str, deployment: Path | None = None, rpc: str | None = None) -> Result:
     prefix = [*(["--deployment", str(deployment)] if deployment else []), *(["--rpc", rpc] if rpc else [])]
     env = {**os.environ, "CRUCIBLE_HOME": str(home)}
-    done = subprocess.run(
-        [CRUCIBLE, *prefix, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
+    done = run_crucible([CRUCIBLE, *prefix, *args], env, timeout=120)
     TRANSCRIPT.extend([done.stdout, done.stderr])
     return Result(done.returncode, done.stdout, done.stderr)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import pytest
 from helpers.devnet import BLOCK_TIME_S, TOKEN, create_small_task, funded_account, warp
 from helpers.proxy import TcpProxy
 from helpers.relays import RelayProcess
+from helpers.warm import run_crucible
 
 from protocol.accounts import Signer
 from protocol.artifacts.fetch import upload
@@ -83,10 +83,10 @@ def refund_and_balance(crucible: Crucible, creator: Signer, home: Path, folder: 
     """The creator takes back what is left; `crucible audit money` must balance to the wei, holding nothing."""
     if crucible.task(task_id).pool:
         crucible.refund(creator, task_id)
-    done = subprocess.run(
+    done = run_crucible(
         [CRUCIBLE, "--rpc", crucible.chain.rpc_url, "--deployment", str(folder / "deployment.json"), "audit",
          "money", str(task_id), "--json"],
-        capture_output=True, text=True, env={**os.environ, "CRUCIBLE_HOME": str(home)}, timeout=300,
+        {**os.environ, "CRUCIBLE_HOME": str(home)}, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     books = json.loads(done.stdout)

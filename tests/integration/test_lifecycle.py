@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from helpers.devnet import distinct_checks, fix_check_seed_where
+from helpers.warm import run_crucible
 
 from protocol.accounts import Signer
 from protocol.artifacts.cid import cid_of_bytes
@@ -286,8 +287,7 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
                str(book), "validator", "run", "--task", str(task_id),
                "--account", by_address(dev)[lazy].name]  # fmt: skip
     nonce = crucible.chain.w3.eth.get_transaction_count(lazy)  # type: ignore[arg-type]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "CRUCIBLE_HOME": str(crucible_home)})  # fmt: skip
+    done = run_crucible(command, {**os.environ, "CRUCIBLE_HOME": str(crucible_home)}, timeout=120)
     assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
     assert "lost its seat" in done.stderr and "Traceback" not in done.stderr
     assert crucible.chain.w3.eth.get_transaction_count(lazy) == nonce  # type: ignore[arg-type]

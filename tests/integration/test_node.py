@@ -40,27 +40,6 @@ def cli(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedPro
     return subprocess.run([CRUCIBLE, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny arithmetic model made with `crucible model init` (a short warm-up: it answers some right)."""
-    out = tmp_path_factory.mktemp("model") / "tiny"
-    done = cli(
-        tmp_path_factory.mktemp("home"),
-        "model",
-        "init",
-        "--env",
-        "arithmetic",
-        "--out",
-        str(out),
-        "--steps",
-        "150",
-        "--json",
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["parameters"] > 0
-    return out
-
-
 def small_spec() -> EnvSpec:
     spec = default_spec("arithmetic")
     spec.training.prompts_per_round = 4

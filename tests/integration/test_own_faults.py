@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers.devnet import warp
 from helpers.relays import RelayProcess
+from helpers.warm import run_crucible
 from test_faults import CRUCIBLE, finish_round, one_on_one, refund_and_balance, settled_once_and_balanced
 
 from protocol.accounts import Signer
@@ -38,8 +39,7 @@ def _damage(path: Path) -> None:
 def _audit(home: Path, crucible: Crucible, folder: Path, task_id: int, *args: str) -> subprocess.CompletedProcess[str]:
     command = [CRUCIBLE, "--rpc", crucible.chain.rpc_url, "--deployment", str(folder / "deployment.json"), "audit",
                "task", str(task_id), "--no-evaluate", "--json", *args]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, "CRUCIBLE_HOME": str(home)},
-                          timeout=300)  # fmt: skip
+    return run_crucible(command, {**os.environ, "CRUCIBLE_HOME": str(home)}, timeout=300)
 
 
 def test_damaged_local_copies_are_fetched_again_and_never_become_verdicts(

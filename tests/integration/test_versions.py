@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers.devnet import LONG_S, TOKEN, funded_account, warp
+from helpers.warm import run_crucible
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore
@@ -55,11 +55,10 @@ def test_a_task_of_a_version_it_does_not_speak_is_refused_and_never_judged(
     deployment.save(book)
     for role, signer, key in (("node", trainer, trainer_key), ("validator", newcomer, newcomer_key)):
         nonce = crucible.chain.w3.eth.get_transaction_count(signer.address)
-        done = subprocess.run(
+        done = run_crucible(
             [CRUCIBLE, "--rpc", crucible.chain.rpc_url, "--deployment", str(book), role, "run", "--task", str(task_id),
              "--account", "env", "--rounds", "1"],
-            capture_output=True, text=True, timeout=120,
-            env={**os.environ, "CRUCIBLE_HOME": str(crucible_home), "CRUCIBLE_PRIVATE_KEY": key},
+            {**os.environ, "CRUCIBLE_HOME": str(crucible_home), "CRUCIBLE_PRIVATE_KEY": key}, timeout=120,
         )  # fmt: skip
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 1 and len(lines) == 1, (role, done.stderr)
