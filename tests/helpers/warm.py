@@ -45,7 +45,7 @@ class _Zygote:
     def _read(self) -> None:
         buffer, fds = b"", []
         while True:
-            data, received, _flags, _address = socket.recv_fds(self.sock, 1 << 16, 16)
+            data, received, _flags, _address = socket.recv_fds(self.sock, 1 << 16, 64)
             if not data:  # the zygote is gone, and its children with it (they die with their parent)
                 with self._changed:
                     self.gone = True

@@ -33,7 +33,7 @@ import sys
 import threading
 from typing import Any, NoReturn
 
-MAX_FDS = 3
+MAX_FDS = 96  # three a request; room for many requests read at once
 PR_SET_PDEATHSIG = 1
 
 

@@ -45,6 +45,12 @@ def assert_one_line_error(done: subprocess.CompletedProcess[str], fragment: str)
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], done.stderr
 
 
+@pytest.fixture
+def model_cid(model_cid_factory: Callable[[Path], str], crucible_home: Path) -> str:
+    """The shared tiny model's checkpoint, in this test's store."""
+    return model_cid_factory(crucible_home)
+
+
 def _task(
     crucible: Crucible, home: Path, model_cid: str, creator: Signer, rounds: int = 2, max_staleness: int = 0
 ) -> int:
@@ -100,14 +106,9 @@ class NodeProcess:
 
 
 def test_a_late_round_is_skipped_and_a_killed_node_never_submits_twice(
-    model_cid_factory: Callable[[Path], str],
-    crucible_home: Path,
-    crucible: Crucible,
-    chain: Chain,
-    dev: list[Signer],
-    tmp_path: Path,
+    model_cid: str, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
 ) -> None:
-    task_id = _task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0])
+    task_id = _task(crucible, crucible_home, model_cid, dev[0])
     crucible.stake(dev[2], 1200 * TOKEN, Role.TRAINER)
     book = tmp_path / "deployment.json"
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).submit)
@@ -141,19 +142,14 @@ def test_a_late_round_is_skipped_and_a_killed_node_never_submits_twice(
 
 
 def test_a_pipelined_node_killed_mid_work_never_submits_twice_nor_loses_a_round(
-    model_cid_factory: Callable[[Path], str],
-    crucible_home: Path,
-    crucible: Crucible,
-    chain: Chain,
-    dev: list[Signer],
-    tmp_path: Path,
+    model_cid: str, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
 ) -> None:
     """With pipelining the node opens round 1 ahead once round 0 stops taking work and builds on round 0's
     checkpoint while round 0 is still open; killed mid-work and restarted (journal kept, then journal lost) it
     submits round 1 once, on the base it started from, and never round 0 again. Broken version: drop the
     chain check and the journal in TrainerNode._take_part → the second restart submits again and submitWork
     reverts (MarketDuplicateSubmission)."""
-    task_id = _task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], rounds=3, max_staleness=1)
+    task_id = _task(crucible, crucible_home, model_cid, dev[0], rounds=3, max_staleness=1)
     crucible.stake(dev[2], 1200 * TOKEN, Role.TRAINER)  # two submissions locked at once
     book = tmp_path / "deployment.json"
     args = ("--task", str(task_id), "--account", "dev2", "--rounds", "2")
@@ -186,19 +182,14 @@ def test_a_pipelined_node_killed_mid_work_never_submits_twice_nor_loses_a_round(
 
 
 def test_a_node_restarted_after_submitting_resumes_its_own_submission(
-    model_cid_factory: Callable[[Path], str],
-    crucible_home: Path,
-    crucible: Crucible,
-    chain: Chain,
-    dev: list[Signer],
-    tmp_path: Path,
+    model_cid: str, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
 ) -> None:
     """A node whose own open submission locks most of its stake is stopped after submitting and started
     again: the locked stake is its own, so it resumes (journal kept, and journal lost), settles its
     submission when the round ends, and claims. Broken version: pass the task's minimum stake to
     `check_stake` whatever the node's open submissions (the old readiness check) → the restart exits
     with "free stake" and `until("resuming")` fails."""
-    task_id = _task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0], rounds=1)
+    task_id = _task(crucible, crucible_home, model_cid, dev[0], rounds=1)
     signer, key = devnet.funded_account(crucible, dev[0], f"restart-{task_id}", 1000 * TOKEN)
     crucible.stake(signer, 600 * TOKEN, Role.TRAINER)  # the task locks 500 a submission: 100 left free
     book = tmp_path / "deployment.json"
@@ -227,14 +218,9 @@ def test_a_node_restarted_after_submitting_resumes_its_own_submission(
 
 
 def test_node_refuses_bad_setups_with_one_line(
-    model_cid_factory: Callable[[Path], str],
-    crucible_home: Path,
-    crucible: Crucible,
-    chain: Chain,
-    dev: list[Signer],
-    tmp_path: Path,
+    model_cid: str, crucible_home: Path, crucible: Crucible, chain: Chain, dev: list[Signer], tmp_path: Path
 ) -> None:
-    task_id = _task(crucible, crucible_home, model_cid_factory(crucible_home), dev[0])
+    task_id = _task(crucible, crucible_home, model_cid, dev[0])
     book = str(tmp_path / "deployment.json")
     base = ["--rpc", chain.rpc_url, "--deployment", book, "node", "run"]
     # The exact amount missing, and the command that stakes it (the task needs 500, dev3 has none).
