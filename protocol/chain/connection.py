@@ -6,7 +6,7 @@
   eth_sendRawTransaction: resending the same signed bytes cannot send twice); a resend that
   finds its transaction already known is treated as sent.
 - Gas is estimated with a margin; a revert during estimation or in a mined transaction is decoded
-  from the contracts' custom errors into a ContractRevert.
+  from the contracts' custom errors into a ContractRevert (protocol/chain/reverts.py).
 - Receipts are awaited to a confirmation depth and checked to still be on the canonical chain; a
   transaction the node forgot (a reorg dropped it) is sent again from its signed bytes.
 """
@@ -39,16 +39,15 @@ from web3.providers.rpc.utils import ExceptionRetryConfiguration
 from web3.types import TxReceipt
 
 from protocol.accounts import Signer
-from protocol.chain.contracts import artifact, decode_revert
+from protocol.chain.contracts import artifact
 from protocol.chain.fees import Fees, require_funds, unfunded
 from protocol.chain.opstack import has_l1_fee, l1_fee
+from protocol.chain.reverts import failure_of, revert_of, rpc_message
 from protocol.chain.sessions import SessionPerThread
 from protocol.chain.views import ViewCodec
 from protocol.errors import (
     ChainError,
     ConfigError,
-    ContractRevert,
-    OutOfGas,
     RpcUnreachable,
     TransactionError,
 )
@@ -68,43 +67,8 @@ TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.HTTPErr
 MISSING_BLOCK = ("BlockOutOfRange", "header not found", "unknown block")
 
 
-def describe_revert(name: str, args: dict[str, Any]) -> str:
-    """Returns one readable line for a decoded custom error."""
-    shown = ", ".join(f"{key}={value}" for key, value in args.items())
-    hints = {
-        "ERC20InsufficientBalance": "token balance too low",
-        "ERC20InsufficientAllowance": "token allowance too low",
-        "MarketDeterrenceTooLow": "the deterrence check p*S >= (1-p)*R refuses these parameters",
-        "MarketUnknownTask": "no such task",
-        "MarketOutsideWindow": "not in the round's window for this call",
-        "StakeInsufficientFree": "not enough unlocked stake",
-        "StakeNotReleasable": "nothing to withdraw yet",
-        "StakeRoleMismatch": "the account is staked for another role",
-        "TokenTransferMismatch": "the token delivered another amount than was sent: fee-on-transfer tokens are refused",
-    }
-    hint = hints.get(name)
-    return f"contract refused: {name}({shown})" + (f" - {hint}" if hint else "")
-
-
-def _decoded_revert(data: object) -> ContractRevert | None:
-    """The contract's custom error in revert data (0x-hex, as calls and traces give it), or None."""
-    raw = HexBytes(data) if isinstance(data, str) and data.startswith("0x") else b""
-    decoded = decode_revert(raw) if len(raw) >= 4 else None
-    if decoded is None:
-        return None
-    name, args = decoded
-    return ContractRevert(name, args, describe_revert(name, args))
-
-
 def _bumped(fee: int) -> int:
     return fee + max(fee // 8, 1)
-
-
-def _out_of_gas(tx_hash: HexBytes, receipt: TxReceipt, transaction: Any) -> str:
-    return (
-        f"transaction {tx_hash.to_0x_hex()} ran out of gas: it used {receipt['gasUsed']:,} of its limit of "
-        f"{transaction['gas']:,}"
-    )
 
 
 @dataclass
@@ -116,12 +80,6 @@ class _Outgoing:
     transaction: dict[str, Any]
     hashes: list[HexBytes]
     raw: bytes
-
-
-def _rpc_message(error: Web3RPCError) -> str:
-    response = getattr(error, "rpc_response", None) or {}
-    message = response.get("error", {}).get("message") if isinstance(response, dict) else None
-    return str(message or error)
 
 
 def check_rpc_url(rpc_url: str) -> None:
@@ -268,7 +226,7 @@ class Chain:
         try:
             data = self._rpc(lambda: self.w3.eth.call(request, block_identifier=block))  # type: ignore[arg-type]
         except ContractLogicError as error:
-            raise self._revert(error) from None
+            raise revert_of(error) from None
         try:
             return codec.result(data)
         except DecodingError as error:
@@ -291,9 +249,9 @@ class Chain:
             try:
                 estimated = self._rpc(lambda: call.estimate_gas(base))
             except ContractLogicError as error:
-                raise unfunded(signer, str(error.message or error)) or self._revert(error) from None
+                raise unfunded(signer, str(error.message or error)) or revert_of(error) from None
             except Web3RPCError as error:
-                message = _rpc_message(error)
+                message = rpc_message(error)
                 raise unfunded(signer, message) or TransactionError(
                     f"transaction refused by {self.rpc_url}: {message}"
                 ) from None
@@ -358,7 +316,7 @@ class Chain:
                 raw = signer.sign_transaction(transaction)
                 self._rpc(lambda: self.w3.eth.send_raw_transaction(raw))
                 return HexBytes(keccak(raw)), raw
-            raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
+            raise TransactionError(f"transaction refused by {self.rpc_url}: {rpc_message(error)}") from None
         return tx_hash, raw
 
     def _fill_gap(self, sender: str, nonce: int) -> None:
@@ -379,7 +337,7 @@ class Chain:
             if not any(
                 text in message for text in ("nonce", "already known", "underpriced", "replacement", "base fee")
             ):
-                raise TransactionError(f"transaction refused by {self.rpc_url}: {_rpc_message(error)}") from None
+                raise TransactionError(f"transaction refused by {self.rpc_url}: {rpc_message(error)}") from None
 
     def _known(self, tx_hash: HexBytes) -> bool:
         try:
@@ -475,7 +433,7 @@ class Chain:
             time.sleep(self.poll_interval_s)
         self.fees.add(receipt)
         if receipt["status"] != 1:
-            raise self._failed(receipt)
+            raise failure_of(self, receipt)
         return receipt
 
     def _deep_enough(self, receipt: TxReceipt, deadline: float) -> bool:
@@ -494,48 +452,6 @@ class Chain:
             return False  # a reorg shortened the chain below the receipt's block: as replaced, below
         # A reorg replaced the block: wait for the transaction's new receipt, if any.
         return bool(block["hash"] == receipt["blockHash"])
-
-    def _failed(self, receipt: TxReceipt) -> TransactionError:
-        """Explains a mined transaction that failed, at its true position in its block: from the node's
-        trace of that very transaction (Anvil, geth, reth and Erigon serve `debug_traceTransaction`), else
-        by replaying its call on the state after its block, which holds the block's earlier transactions
-        (a replay on the state before the block would miss whatever they changed, such as a rival's
-        finalisation, and find nothing wrong). Gas used up to the limit is out of gas."""
-        tx_hash = receipt["transactionHash"]
-        transaction = self._rpc(lambda: self.w3.eth.get_transaction(tx_hash))
-        traced = self._trace(tx_hash)
-        if traced is not None and (reverted := _decoded_revert(traced.get("output"))) is not None:
-            return reverted
-        error = str((traced or {}).get("error") or "")
-        if "out of gas" in error.lower() or receipt["gasUsed"] >= transaction["gas"]:
-            return OutOfGas(_out_of_gas(tx_hash, receipt, transaction))
-        if traced is not None:
-            return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed: {error or 'no reason given'}")
-        call: Any = {key: transaction[key] for key in ("from", "to", "value", "gas") if key in transaction}
-        call["data"] = transaction["input"]
-        try:
-            self._rpc(lambda: self.w3.eth.call(call, block_identifier=receipt["blockNumber"]))
-        except ContractLogicError as error:
-            return self._revert(error)
-        except Web3RPCError as error:
-            return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed: {_rpc_message(error)}")
-        return TransactionError(f"transaction {tx_hash.to_0x_hex()} failed; a replay after its block passes")
-
-    def _trace(self, tx_hash: HexBytes) -> dict[str, Any] | None:
-        """The call tracer's top frame of a mined transaction, or None where the node serves no traces."""
-        try:
-            response = self.w3.provider.make_request(
-                "debug_traceTransaction",  # type: ignore[arg-type]
-                [tx_hash.to_0x_hex(), {"tracer": "callTracer"}],
-            )
-        except TRANSPORT_ERRORS:
-            raise RpcUnreachable(f"RPC endpoint {self.rpc_url} is unreachable") from None
-        result = response.get("result")
-        return dict(result) if isinstance(result, dict) else None
-
-    def _revert(self, error: ContractLogicError) -> TransactionError:
-        reverted = _decoded_revert(error.data)
-        return reverted or TransactionError(f"contract refused the call: {error.message or error}")
 
     # ------------------------------------------------------------ events
 
