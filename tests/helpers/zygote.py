@@ -73,8 +73,8 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
 
 
 def serve(sock: socket.socket) -> dict[str, Any]:
-    """Answers requests until the socket closes (then exits). Returns only in a forked child, with its request
-    and its stdio descriptors at the end of `fds`."""
+    """Answers requests until the socket closes (then kills its children and exits). Returns only in a forked
+    child: its request, with its stdin, stdout and stderr descriptors under "stdio"."""
     buffer, fds = bytearray(), []
     children: set[int] = set()
     # A child's exit wakes the loop at once: SIGCHLD writes a byte to `woken` (the handler itself does nothing).
