@@ -93,25 +93,23 @@ def _the_zygote() -> _Zygote:
 
 
 class WarmProcess:
-    """`crucible ARGS` forked from the warm parent, with Popen's pid, stdout, stderr, returncode, poll, wait,
-    send_signal, terminate and kill. stdout and stderr are text pipes (None where `capture` is False: they
-    go to /dev/null)."""
+    """`crucible ARGS` forked from the warm parent, with Popen's pid, stdout and stderr (text pipes),
+    returncode, poll, wait, send_signal, terminate and kill. Its stdin is /dev/null."""
 
-    def __init__(self, args: list[str], env: dict[str, str], capture: bool = True) -> None:
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.args = args
         zygote = _the_zygote()
-        ends = [os.pipe() for _ in range(2)] if capture else []
-        null = os.open(os.devnull, os.O_RDWR)
-        outputs = [write for _, write in ends] if capture else [null, null]
+        (out, out_end), (err, err_end) = os.pipe(), os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY)
         try:
-            self.pid, self._pidfd = zygote.start(args, env, [null, *outputs])
+            self.pid, self._pidfd = zygote.start(args, env, [null, out_end, err_end])
         finally:
-            for fd in {null, *outputs}:
+            for fd in (null, out_end, err_end):
                 os.close(fd)
         self._zygote = zygote
         self.returncode: int | None = None
-        self.stdout: IO[str] | None = open(ends[0][0], encoding="utf-8") if capture else None  # noqa: SIM115
-        self.stderr: IO[str] | None = open(ends[1][0], encoding="utf-8") if capture else None  # noqa: SIM115
+        self.stdout: IO[str] = open(out, encoding="utf-8")  # noqa: SIM115
+        self.stderr: IO[str] = open(err, encoding="utf-8")  # noqa: SIM115
 
     def poll(self) -> int | None:
         return self.wait(timeout=0) if self.returncode is None else self.returncode
@@ -163,6 +161,6 @@ def run_crucible(args: list[str], env: dict[str, str], timeout: float) -> subpro
         raise
     finally:
         for stream in streams.values():
-            if stream is not None:
-                stream.close()
-    return subprocess.CompletedProcess(args, code if code is not None else -1, read.get("out", ""), read.get("err", ""))
+            stream.close()
+    assert code is not None  # wait with a timeout raises rather than return None
+    return subprocess.CompletedProcess(args, code, read.get("out", ""), read.get("err", ""))

@@ -63,6 +63,6 @@ def test_a_warm_child_has_the_callers_state_folder_and_dies_by_the_signal_sent(t
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                 break
         time.sleep(0.1)
-    assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
+    assert relay.poll() is None, relay.stderr.read()
     relay.send_signal(signal.SIGKILL)
     assert relay.wait(timeout=30) == -signal.SIGKILL
