@@ -21,16 +21,33 @@ from helpers.warm import WarmProcess
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
 
 
+def _matches(event: dict[str, Any], name: str, fields: dict[str, Any]) -> bool:
+    return event["event"] == name and all(event.get(k) == v for k, v in fields.items())
+
+
 class RoleProcess:
     """`crucible <role> run ...` as a child process (forked from the warm parent: helpers/warm.py); a thread
-    collects its JSON events."""
+    collects its JSON events. With `kill_at=(name, fields)` that thread SIGKILLs the process the moment it
+    reads that event, before the process can get much further (a test polling for the event would see it
+    up to half a second late, by when a warm role may have finished the work it was to be killed in)."""
 
-    def __init__(self, home: Path, rpc_url: str, book: Path, role: str, *args: str, key: str | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        rpc_url: str,
+        book: Path,
+        role: str,
+        *args: str,
+        key: str | None = None,
+        kill_at: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
         command = [CRUCIBLE, "--rpc", rpc_url, "--deployment", str(book), role, "run", *args, "--json", "--poll", "0.3"]
         env = {**os.environ, "CRUCIBLE_HOME": str(home)}
         if key is not None:
             env["CRUCIBLE_PRIVATE_KEY"] = key
         self.command = " ".join(args)
+        self.kill_at = kill_at
+        self.killed = threading.Event()
         self.process = WarmProcess(command, env)
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -40,18 +57,22 @@ class RoleProcess:
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
+            event = json.loads(line)
+            if self.kill_at is not None and not self.killed.is_set() and _matches(event, *self.kill_at):
+                self.process.send_signal(signal.SIGKILL)
+                self.killed.set()
             with self._lock:
-                self.events.append(json.loads(line))
+                self.events.append(event)
 
     def seen(self, name: str, **fields: Any) -> list[dict[str, Any]]:
         """Events called `name` with these fields so far."""
         with self._lock:
-            return [e for e in self.events if e["event"] == name and all(e.get(k) == v for k, v in fields.items())]
+            return [e for e in self.events if _matches(e, name, fields)]
 
     def failed(self) -> str | None:
-        """The process's stderr tail when it exited non-zero, else None."""
+        """The process's stderr tail when it exited non-zero (and was not killed on purpose), else None."""
         code = self.process.poll()
-        if code is None or code == 0:
+        if code is None or code == 0 or self.killed.is_set():
             return None
         stderr = self.process.stderr.read() if self.process.stderr else ""
         return f"`{self.command}` exited {code}: {stderr[-8000:]}"
@@ -69,10 +90,18 @@ class Roles:
         self.home, self.rpc_url, self.book = home, rpc_url, book
         self.started: list[RoleProcess] = []
 
-    def start(self, role: str, *args: str, key: str | None = None, home: Path | None = None) -> RoleProcess:
+    def start(
+        self,
+        role: str,
+        *args: str,
+        key: str | None = None,
+        home: Path | None = None,
+        kill_at: tuple[str, dict[str, Any]] | None = None,
+    ) -> RoleProcess:
         """Starts `crucible <role> run ARGS --json` with CRUCIBLE_PRIVATE_KEY=key when given (in another
-        state folder than the test's when `home` is given: its own store, journal and keys)."""
-        process = RoleProcess(home or self.home, self.rpc_url, self.book, role, *args, key=key)
+        state folder than the test's when `home` is given: its own store, journal and keys), SIGKILLed as soon
+        as it reports `kill_at` when given (RoleProcess)."""
+        process = RoleProcess(home or self.home, self.rpc_url, self.book, role, *args, key=key, kill_at=kill_at)
         self.started.append(process)
         return process
 

@@ -179,7 +179,7 @@ def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_roun
     roles: Any,
     tmp_path: Path,
 ) -> None:
-    """The node is SIGKILLed while it generates, the validator while it checks; each is restarted on its
+    """The node is SIGKILLed as its round's work begins, the validator as its check begins; each is restarted on its
     state folder. Broken versions: make the validator's `_voted` look-up always say no and drop its journal
     → the restarted checker attests a second time and the contract's MarketAlreadyVoted surfaces as
     `raced` (the count below still holds, the contract being the last guard); make NodeRunner resubmit
@@ -188,8 +188,9 @@ def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_roun
     task_id = cast.task_id
     args = cast.args()
 
-    node = roles.start("node", *args, key=cast.trainer_key)
-    roles.wait_for("the node at work", lambda: node.seen("round_opened"), 300)
+    # Killed by the thread reading its events, the moment it reports the round's work begun.
+    node = roles.start("node", *args, key=cast.trainer_key, kill_at=("round_opened", {}))
+    roles.wait_for("the node killed at work", node.killed.is_set, 300)
     roles.kill(node)
     assert crucible.submissions(task_id, 0) == [], "killed before it submitted"
     roles.start("node", *args, key=cast.trainer_key)
@@ -197,8 +198,9 @@ def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_roun
     sid = submission_id(task_id, 0, cast.trainer.address)
 
     warp(crucible, crucible.deadlines(task_id, 0).submit)
-    checker = roles.start("validator", *args, key=cast.validator_key)
-    roles.wait_for("the validator at its check", lambda: checker.seen("checking", submission=submission_text(sid)), 300)
+    checking = ("checking", {"submission": submission_text(sid)})
+    checker = roles.start("validator", *args, key=cast.validator_key, kill_at=checking)
+    roles.wait_for("the validator killed at its check", checker.killed.is_set, 300)
     roles.kill(checker)
     assert not crucible.events("TaskMarket", "Attested", submissionId=sid), "killed before it attested"
     roles.start("validator", *args, key=cast.validator_key)
