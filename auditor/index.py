@@ -206,7 +206,7 @@ class EventIndex:
         return SyncReport(start, max(target, start - 1), count, reorged_from)
 
     def _rpc(self, call: Callable[[], Any]) -> Any:
-        return self.crucible.chain._rpc(call)
+        return self.crucible.chain.request(call)
 
     def _block(self, number: int) -> Any:
         return self._rpc(lambda: self.crucible.chain.w3.eth.get_block(number))

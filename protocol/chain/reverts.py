@@ -65,7 +65,7 @@ def failure_of(chain: Chain, receipt: TxReceipt) -> TransactionError:
     (a replay on the state before the block would miss whatever they changed, such as a rival's
     finalisation, and find nothing wrong). Gas used up to the limit is out of gas."""
     tx_hash = receipt["transactionHash"]
-    transaction = chain._rpc(lambda: chain.w3.eth.get_transaction(tx_hash))
+    transaction = chain.request(lambda: chain.w3.eth.get_transaction(tx_hash))
     traced = _trace(chain, tx_hash)
     if traced is not None and (reverted := decoded_revert(traced.get("output"))) is not None:
         return reverted
@@ -77,7 +77,7 @@ def failure_of(chain: Chain, receipt: TxReceipt) -> TransactionError:
     call: Any = {key: transaction[key] for key in ("from", "to", "value", "gas") if key in transaction}
     call["data"] = transaction["input"]
     try:
-        chain._rpc(lambda: chain.w3.eth.call(call, block_identifier=receipt["blockNumber"]))
+        chain.request(lambda: chain.w3.eth.call(call, block_identifier=receipt["blockNumber"]))
     except ContractLogicError as error:
         return revert_of(error)
     except Web3RPCError as error:
@@ -87,7 +87,7 @@ def failure_of(chain: Chain, receipt: TxReceipt) -> TransactionError:
 
 def _trace(chain: Chain, tx_hash: HexBytes) -> dict[str, Any] | None:
     """The call tracer's top frame of a mined transaction, or None where the node serves no traces."""
-    response = chain._rpc(
+    response = chain.request(
         lambda: chain.w3.provider.make_request(
             "debug_traceTransaction",  # type: ignore[arg-type]
             [tx_hash.to_0x_hex(), {"tracer": "callTracer"}],

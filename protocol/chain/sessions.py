@@ -15,6 +15,9 @@ from typing import Any
 import requests
 from requests.utils import get_netrc_auth
 
+# What a request's failure to reach the node looks like: retried by the provider, then RpcUnreachable.
+TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.HTTPError)
+
 
 class SessionPerThread:
     """What web3's HTTP provider takes as its session: `post` runs on this thread's own session."""

@@ -184,7 +184,7 @@ def test_reverted_view_decoded(crucible: Crucible) -> None:
 def test_a_view_at_a_block_the_node_lacks_is_asked_again_until_it_has_it(crucible: Crucible) -> None:
     """Anvil answers BlockOutOfRangeError for a block past its head, as nodes do for a block a reorg or
     a revert took away while a role was asking (seen in the dispute test's re-rolls). Broken version that
-    fails: `Chain._rpc` without the MISSING_BLOCK retry (the call raises Web3RPCError at once)."""
+    fails: `Chain.request` without the MISSING_BLOCK retry (the call raises Web3RPCError at once)."""
     chain = crucible.chain
     ahead = chain.w3.eth.block_number + 1
     timer = threading.Timer(0.3, lambda: chain.w3.provider.make_request("evm_mine", []))  # type: ignore[arg-type]
@@ -201,19 +201,19 @@ def test_a_receipt_whose_block_a_reorg_removed_is_not_deep_enough(crucible: Cruc
     """A reorg (or a devnet's evm_revert) can shorten the chain below a receipt's block while its sender
     waits: that receipt is stale, and the sender goes back to looking for the transaction instead of
     crashing on a block the node no longer has (a node process died of `BlockNotFound` that way in CI).
-    Broken version: drop the `depth < 0` return and the `BlockNotFound` catch in `Chain._deep_enough` →
+    Broken version: drop the `depth < 0` return and the `BlockNotFound` catch in `Sender.deep_enough` →
     this waits for its deadline and raises (or dies of BlockNotFound)."""
     receipt = crucible.transfer(dev[3], dev[8].address, 1)
     stale = {**receipt, "blockNumber": crucible.chain.block_number() + 1000}  # a block the chain lost
     started = time.monotonic()
-    assert crucible.chain._deep_enough(stale, time.monotonic() + 30) is False  # type: ignore[arg-type]
+    assert crucible.chain.sender.deep_enough(stale, time.monotonic() + 30) is False  # type: ignore[arg-type]
     assert time.monotonic() - started < 5, "answered at once, not at the deadline"
 
 
 def test_a_transaction_the_node_dropped_is_sent_again_once(crucible: Crucible, dev: list[Signer]) -> None:
     """A reorg can drop a mined transaction from the chain and the pool; the sender notices it is unknown
-    and resends the same signed bytes (same nonce: never twice). Broken version: pass `raw=None` to
-    `wait` in `Chain._send` → the transfer is never mined and the call fails after its timeout."""
+    and resends the same signed bytes (same nonce: never twice). Broken version: drop the `_resend` of an
+    unknown transaction in `Sender._await` → the transfer is never mined and the call fails after its timeout."""
     provider = crucible.chain.w3.provider
     recipient = dev[8].address
     before = crucible.balance_of(recipient)

@@ -102,7 +102,7 @@ def test_an_op_chain_shows_budgets_and_plans_the_l1_data_fee(tmp_path: Path, anv
     """On Hardhat's OP Stack chain (non-zero L1 fee parameters): a command that sends says what its transactions
     paid, L1 data fee included; `task plan` prices a round with it; a sender who can pay the L2 gas but not the
     L1 fee is refused before anything is sent. On a chain without the oracle, asking for L1 fees is one line,
-    exit 1. Broken version: drop the L1 term from `Chain._budget` → the approve below is sent."""
+    exit 1. Broken version: drop the L1 term from `Sender._budget` → the approve below is sent."""
     home, book = tmp_path / "home", tmp_path / "31337.json"
     port = str(free_port())
     up = _crucible(home, "--deployment", str(book), "devnet", "up", "--client", "hardhat", "--chain-type", "op",

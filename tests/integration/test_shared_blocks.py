@@ -114,7 +114,7 @@ def test_a_pending_transaction_is_repriced_when_the_base_fee_jumps_tenfold(
 ) -> None:
     """A transfer waits in the pool, priced for the base fee of the moment; then the next block's base fee
     is set ten times higher and blocks come every second. The sender re-prices it (same nonce) and it
-    lands within three blocks of the jump. Broken version: make `Chain._reprice` return at once → the
+    lands within three blocks of the jump. Broken version: make `Sender._reprice` return at once → the
     transaction waits until the base fee decays below its cap (about eight blocks of 12.5 % each)."""
     chain = Chain(crucible.chain.rpc_url, poll_interval_s=0.1)
     sender, recipient = dev[7], dev[8].address
@@ -147,5 +147,5 @@ def test_a_pending_transaction_is_repriced_when_the_base_fee_jumps_tenfold(
     assert "error" not in result, result
     receipt = result["receipt"]
     assert receipt["blockNumber"] - jump_block <= 2, f"mined {receipt['blockNumber'] - jump_block} blocks after"
-    assert chain.repriced >= 1 and receipt["effectiveGasPrice"] > offered
+    assert chain.sender.repriced >= 1 and receipt["effectiveGasPrice"] > offered
     assert crucible.balance_of(recipient) - before == TOKEN
