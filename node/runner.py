@@ -217,7 +217,7 @@ class TrainerNode(Participant):
             return
         if self.crucible.submitted(self.options.task_id, round_index, self.address) is None:
             self.reporter.event("resubmitting", round=round_index, reason="the chain no longer holds the submission")
-            self.crucible.chain.forget_nonce(self.address)
+            self.crucible.chain.sender.forget_nonce(self.address)
             self.journal.record(round_index, record.now("prepared", "dropped by a reorg"))
             if round_index in self.summary.submitted:
                 self.summary.submitted.remove(round_index)

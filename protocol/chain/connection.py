@@ -204,10 +204,6 @@ class Chain:
         receipt and returns it."""
         return self.sender.send(signer, function, value_wei, gas)
 
-    def forget_nonce(self, address: str) -> None:
-        """Drops the cached next nonce of `address` (Sender.forget_nonce)."""
-        self.sender.forget_nonce(address)
-
     # ------------------------------------------------------------ fees
 
     def next_base_fee(self) -> int | None:

@@ -16,13 +16,10 @@ from typing import Any
 
 import pytest
 from filelock import FileLock
+from helpers.events import matches
 from helpers.warm import WarmProcess
 
 CRUCIBLE = str(Path(sys.executable).parent / "crucible")
-
-
-def _matches(event: dict[str, Any], name: str, fields: dict[str, Any]) -> bool:
-    return event["event"] == name and all(event.get(k) == v for k, v in fields.items())
 
 
 class RoleProcess:
@@ -58,7 +55,7 @@ class RoleProcess:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             event = json.loads(line)
-            if self.kill_at is not None and not self.killed.is_set() and _matches(event, *self.kill_at):
+            if self.kill_at is not None and not self.killed.is_set() and matches(event, *self.kill_at):
                 self.process.send_signal(signal.SIGKILL)
                 self.killed.set()
             with self._lock:
@@ -67,7 +64,7 @@ class RoleProcess:
     def seen(self, name: str, **fields: Any) -> list[dict[str, Any]]:
         """Events called `name` with these fields so far."""
         with self._lock:
-            return [e for e in self.events if _matches(e, name, fields)]
+            return [e for e in self.events if matches(e, name, fields)]
 
     def failed(self) -> str | None:
         """The process's stderr tail when it exited non-zero (and was not killed on purpose), else None."""

@@ -8,10 +8,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers.devnet import distinct_checks, fix_check_seed_where
+from helpers.views import assert_views_match_web3
 from helpers.warm import run_crucible
 
 from protocol.accounts import Signer
@@ -103,42 +103,6 @@ def test_ids_and_commitments_match_the_contract(crucible: Crucible, dev: list[Si
     )
 
 
-def plain(value: Any) -> Any:
-    """A result with its shape spelled out: structs as dicts of their field names, arrays and tuples as lists."""
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return {name: plain(item) for name, item in zip(value._fields, value, strict=True)}
-    if isinstance(value, list | tuple):
-        return [plain(item) for item in value]
-    return (type(value).__name__, value)
-
-
-def assert_views_match_web3(crucible: Crucible, task_id: int, disputed: int, dev: list[Signer]) -> None:
-    """`Chain.call` (the ABI work done once per function) gives what web3's own `call()` gives, field names,
-    checksummed addresses and value types included, for every view the client reads, on a round with seats,
-    attestations and an open dispute. Broken version: leaving addresses as eth_abi decodes them (lower case),
-    or structs as plain tuples, fails here."""
-    market, lens, stakes, token = (
-        crucible.market.functions,
-        crucible.lens.functions,
-        crucible.stakes.functions,
-        crucible.token.functions,
-    )
-    trainer, validator = dev[3].address, dev[4].address
-    calls = [
-        market.taskCount(), market.getTask(task_id), market.getRound(task_id, 0), market.getSubmission(disputed),
-        market.getDispute(disputed), market.seatOf(task_id, validator), market.creditOf(validator),
-        market.membersOf(task_id), market.hasProposed(task_id, 0, validator),
-        lens.deadlinesOf(task_id, 0), lens.finalFromOf(task_id, 0), lens.isSampled(disputed),
-        lens.assignedValidators(disputed), lens.aggregatorsOf(task_id, 0), lens.disputeCommittee(disputed),
-        lens.commitmentOf(task_id, 0, 0, trainer, bytes(range(32))), lens.submissionIdOf(task_id, 0, trainer),
-        lens.deterrenceOf(PARAMS.as_contract_tuple()), lens.honestMajority(333_333, 3),
-        lens.maxSubmissionReward(10**21, 2, 1000), stakes.accountOf(validator), token.balanceOf(trainer),
-        token.allowance(trainer, crucible.market.address), token.decimals(), token.symbol(),
-    ]  # fmt: skip
-    for function in calls:
-        assert plain(crucible.chain.call(function)) == plain(function.call()), function.abi_element_identifier
-
-
 def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
     """A round with two honest trainers and a cheat, its dispute and settlement, every balance checked (and,
     on the way, every view the client reads gives what web3's own call gives: `assert_views_match_web3`)."""
@@ -166,7 +130,7 @@ def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
     devnet.finish_dispute_seed(crucible, dev[0], cheat)
     committee = crucible.dispute_committee(cheat)
     assert len(committee) == 3 and set(committee) <= set(crucible.validators_of(task_id))
-    assert_views_match_web3(crucible, task_id, cheat, dev)
+    assert_views_match_web3(crucible, task_id, cheat, dev, PARAMS)
     for address in dict.fromkeys(committee):
         crucible.vote_dispute(by_address(dev)[address], cheat, False, cid("recheck"))
     crucible.resolve_dispute(dev[0], cheat)

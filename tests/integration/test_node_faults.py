@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from helpers.events import matches
 from helpers.warm import WarmProcess, run_crucible
 
 from demo.options import DemoOptions
@@ -94,7 +95,7 @@ class NodeProcess:
                 break
             self.events.append(json.loads(line))
             event = self.events[-1]
-            if event["event"] == name and all(event.get(k) == v for k, v in fields.items()):
+            if matches(event, name, fields):
                 return event
         stderr = self.process.stderr.read() if self.process.poll() is not None and self.process.stderr else ""
         raise AssertionError(f"no {name} {fields}; got {[e['event'] for e in self.events]} {stderr}")
