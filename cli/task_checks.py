@@ -25,6 +25,7 @@ from protocol.chain.params import (
     TaskParams,
     least_deterrent_slash,
     least_dispute_bond,
+    least_windows,
     max_round_fee,
     max_submission_reward,
 )
@@ -112,6 +113,19 @@ def check_served(model_cid: str, env_cid: str, store_text: str | None) -> None:
         check_model_fits(manifest.model_config_data or {}, spec)
     except ConfigError as error:
         raise ConfigError(f"{error}: the spec does not fit the model {model_cid} (nothing sent)") from None
+
+
+def check_windows_served(params: TaskParams, block_interval_s: int) -> None:
+    """Refuses, naming the option and the least window that fits, a window the chain's blocks cannot serve: a seed
+    never fixed in time leaves every round unverified (honest work unpaid), an appeal whose committee is seeded
+    after its votes close can never win."""
+    for field, least in least_windows(block_interval_s).items():
+        value = getattr(params, field)
+        if value < least:
+            raise ConfigError(
+                f"task parameters refused: {OPTION_OF[field]} {value} s is too short for this chain's blocks (one "
+                f"every {block_interval_s} s): it needs at least {least} s (nothing sent)"
+            )
 
 
 def default_dispute_bond(
@@ -227,6 +241,7 @@ def draft_task(cli: CliContext, options: dict[str, Any]) -> Draft:
             message = message.replace(str(bound), format_tokens(bound, decimals, crucible.symbol))
         where = f"{OPTION_OF.get(field, field)}: " if field else ""
         raise ConfigError(f"task parameters refused: {where}{message}") from None
+    check_windows_served(params, crucible.chain.block_interval_s())
     ratio = params.deterrence
     symbol = crucible.symbol
     slash_text = format_tokens(params.slash_wei, decimals, symbol)

@@ -61,8 +61,12 @@ class DemoOptions:
 
     @property
     def canary_nodes(self) -> int:
-        """How many canary nodes the demo runs beside its trainers."""
-        return 0 if self.canary_rate == 0 else max(1, math.ceil(self.canary_rate * self.trainers))
+        """How many canary nodes the demo runs beside its trainers: about the rate of the trainers, and no more than
+        a round may reveal (the market's rate rounds down: n canaries need n <= floor(rate x (trainers + n)))."""
+        rate = round(self.canary_rate * PPM)
+        if rate == 0:
+            return 0
+        return min(math.ceil(rate * self.trainers / PPM), rate * self.trainers // (PPM - rate))
 
     @property
     def round_count(self) -> int:
@@ -109,6 +113,13 @@ class DemoOptions:
             raise ConfigError(f"--store must be one of {', '.join(STORES)}, got {self.store!r}")
         if not 0 <= self.canary_rate <= MAX_CANARY_RATE_PPM / PPM:
             raise ConfigError(f"--canary-rate must be in [0, {MAX_CANARY_RATE_PPM / PPM}], got {self.canary_rate}")
+        if self.canary_rate and self.canary_nodes == 0:
+            rate = round(self.canary_rate * PPM)
+            least = -(-(PPM - rate) // rate)
+            raise ConfigError(
+                f"--canary-rate {self.canary_rate} reveals no canary beside {self.trainers} trainers (a round reveals "
+                f"floor(rate x submissions)): use --trainers {least} or more"
+            )
         unknown = not self.made_up and self.model not in PACKAGED and not (Path(self.model) / "config.json").is_file()
         if unknown:
             choices = ", ".join([*sorted(PACKAGED), *SIZES])

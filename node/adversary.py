@@ -147,6 +147,37 @@ class CherryPick(Adversary):
         return best
 
 
+class PastEos(Adversary):
+    name = "past-eos"
+    description = "keeps sampling past the end token, with the same seeded sampler, to max_new_tokens: more work units"
+
+    def rework(
+        self, slots: list[Slot], generated: list[Generated], loaded: LoadedModel, spec: EnvSpec, batch_size: int
+    ) -> list[Generated]:
+        # An end id no token has: every completion runs to max_new_tokens, each token still its seed's sample
+        # of the logits before it (the end tokens it passes included), so every replay agrees.
+        tokenizer = loaded.tokenizer
+        prompts = [prompt_ids(tokenizer, slot.problem) for slot in slots]
+        seeds = [slot.seed for slot in slots]
+        return generate(loaded.model, prompts, seeds, spec.sampling, -1, tokenizer.pad_id, batch_size)
+
+
+class Truncated(Adversary):
+    name = "truncated"
+    description = "cuts every completion of more than one token to its first half, before the sampler stopped"
+
+    def rework(
+        self, slots: list[Slot], generated: list[Generated], loaded: LoadedModel, spec: EnvSpec, batch_size: int
+    ) -> list[Generated]:
+        # Each kept token is its seed's sample and its proofs are the generation's own: only where the
+        # completion stops is not the sampler's, and the reward (and so the update) is read off the cut text.
+        def cut(out: Generated) -> Generated:
+            keep = max(1, len(out.completion_ids) // 2)
+            return Generated(out.completion_ids[:keep], out.activations[:keep].clone())
+
+        return [cut(out) for out in generated]
+
+
 class InflatedRewards(Adversary):
     name = "inflated-rewards"
     description = "reports the full reward for every completion"
@@ -283,6 +314,8 @@ ADVERSARIES: dict[str, type[Adversary]] = {
         LowPrecision,
         ForgedTokens,
         CherryPick,
+        PastEos,
+        Truncated,
         InflatedRewards,
         Copied,
         Replay,

@@ -243,9 +243,16 @@ MUTANTS = [
     (
         "canary-rate-unbounded",
         CANARIES,
-        "if (canaries * PPM >= rate * rd.submissionCount ||",
+        "if ((canaries + 1) * PPM > rate * rd.submissionCount ||",
         "if (",
         "test_RevertWhen_MoreCanariesThanTheRate",
+    ),
+    (
+        "canary-rate-rounds-up",
+        CANARIES,
+        "if ((canaries + 1) * PPM > rate * rd.submissionCount ||",
+        "if (canaries * PPM >= rate * rd.submissionCount ||",
+        "test_RevertWhen_TheRateRoundsToNoCanary",
     ),
     (
         "canary-rate-above-half",

@@ -274,12 +274,12 @@ contract CanaryTest is BaseTest {
         _reveal(planted, SALT);
     }
 
-    /// At a rate just under one in three submissions, a round of three with two canaries reveals one; the second
+    /// At a rate just over one in three submissions, a round of three with two canaries reveals one; the second
     /// is refused and stays the work it claims to be. Shown failing with the rate check removed (both were
     /// revealed).
     function test_RevertWhen_MoreCanariesThanTheRate() public {
         ITaskMarket.TaskParams memory p = _canaryParams();
-        p.canaryRatePpm = 333_333;
+        p.canaryRatePpm = 333_334;
         uint256 taskId = _readyTask(p);
         _submit(taskId, 0, trainers[0], 100);
         uint256 first = _submitCanary(taskId, 0, trainers[1], 100, SALT);
@@ -289,6 +289,30 @@ contract CanaryTest is BaseTest {
         _reveal(first, SALT);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketCanaryRate.selector, taskId, 0, 1));
         _reveal(second, keccak256("another salt"));
+    }
+
+    /// The rate rounds down: a task at one part per million reveals no canary of a round of three (it rounded up
+    /// to one before), nor does a rate just under one in three; one in three reveals one. Shown failing on the
+    /// rounding-up rule (`canaries * PPM >= rate * submissions`: the first reveal went through; mutant
+    /// "canary-rate-rounds-up").
+    function test_RevertWhen_TheRateRoundsToNoCanary() public {
+        uint32[2] memory under = [uint32(1), uint32(333_333)];
+        for (uint256 i = 0; i < under.length; ++i) {
+            ITaskMarket.TaskParams memory p = _canaryParams();
+            p.canaryRatePpm = under[i];
+            (uint256 taskId,, uint256 canary) = _round(p);
+            _warpToValidate(taskId, 0);
+            _warpToChallenge(taskId, 0);
+            vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketCanaryRate.selector, taskId, 0, 0));
+            _reveal(canary, SALT);
+        }
+        ITaskMarket.TaskParams memory third = _canaryParams();
+        third.canaryRatePpm = 333_334;
+        (uint256 thirdTask,, uint256 revealed) = _round(third);
+        _warpToValidate(thirdTask, 0);
+        _warpToChallenge(thirdTask, 0);
+        _reveal(revealed, SALT);
+        assertTrue(market.getSubmission(revealed).canary, "one in three reveals one of three");
     }
 
     /// The rate is at most half the submissions: a task asking more is refused by name.

@@ -17,6 +17,24 @@ MAX_COMMITTEE = 16  # Params.MAX_COMMITTEE
 MAX_STALENESS = 8  # Params.MAX_STALENESS: the most rounds a submission's base may lag its round
 
 
+SEED_DELAY_BLOCKS = 2  # Seeds.DELAY: a seed block is named this many blocks after the request that names it
+
+
+def least_windows(block_interval_s: int) -> dict[str, int]:
+    """The shortest windows a chain with blocks every `block_interval_s` seconds can serve, by the blocks each must
+    hold (what the contract, which counts seconds, cannot see). Submit: the round seen open, and a submission
+    landed. Validate: the seed request lands a block after the submit deadline, names a block `SEED_DELAY_BLOCKS`
+    later, the seed is fixed a block after that one, and an attestation lands a block later still. Challenge: a
+    dispute's committee is seeded the same way and votes within a challenge window from the filing, and a canary's
+    reveal (a block after the validate deadline) lands in the window's first half, a block before its middle."""
+    seeded = (SEED_DELAY_BLOCKS + 3) * block_interval_s
+    return {
+        "submit_window_s": max(MIN_WINDOW_S, 2 * block_interval_s),
+        "validate_window_s": max(MIN_WINDOW_S, seeded),
+        "challenge_window_s": max(MIN_WINDOW_S, seeded, 4 * block_interval_s),
+    }
+
+
 def largest_round(bounty_wei: int, rounds: int) -> int:
     """The largest round's budget: the last round takes the bounty's rounding remainder (`Payouts.largestRound`)."""
     return bounty_wei - (bounty_wei // rounds) * (rounds - 1)

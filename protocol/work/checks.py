@@ -129,8 +129,20 @@ def _fail(check: str, reason: str, **figures: Any) -> CheckResult:
 # ---------------------------------------------------------------------------- cheap checks
 
 
-def check_format(data: bytes, claim: Claim, spec: EnvSpec) -> tuple[CheckResult, RolloutFile | None]:
-    """Parses the rollout file and checks it belongs where the chain says: sizes, fields, commitment."""
+def stop_problem(completion_ids: list[int], eos_id: int, max_new_tokens: int) -> str | None:
+    """Why a completion does not stop where the sampler stops (at its first end token, else at `max_new_tokens`),
+    or None. Tokens past an end token would be work units the sampler never made (and text the update trains
+    on); a completion cut short of both would read its reward off text the sampler had not finished."""
+    if eos_id in completion_ids[:-1]:
+        return f"an end token at position {completion_ids.index(eos_id)} of {len(completion_ids)}"
+    if completion_ids[-1] != eos_id and len(completion_ids) < max_new_tokens:
+        return f"stops at {len(completion_ids)} tokens, without an end token and short of {max_new_tokens}"
+    return None
+
+
+def check_format(data: bytes, claim: Claim, spec: EnvSpec, eos_id: int) -> tuple[CheckResult, RolloutFile | None]:
+    """Parses the rollout file and checks it belongs where the chain says: sizes, fields, commitment, and that
+    every completion stops where the sampler stops (`eos_id`: the model's end token)."""
     try:
         rollouts = parse_rollouts(data, claim.rollout_cid)
     except CrucibleError as error:
@@ -159,6 +171,8 @@ def check_format(data: bytes, claim: Claim, spec: EnvSpec) -> tuple[CheckResult,
     for index, sample in enumerate(rollouts.samples):
         if len(sample.completion_ids) > spec.sampling.max_new_tokens:
             failures.append({"sample": index, "field": "completion_ids", "found": len(sample.completion_ids)})
+        elif stop := stop_problem(sample.completion_ids, eos_id, spec.sampling.max_new_tokens):
+            failures.append({"sample": index, "field": "completion_ids", "found": stop})
         if len(sample.proofs) != chunk_count(len(sample.completion_ids), spec.toploc):
             failures.append({"sample": index, "field": "proofs", "found": len(sample.proofs)})
         problems = [problem for proof in sample.proof_bytes() if (problem := proof_problem(proof, spec.toploc))]
@@ -169,7 +183,7 @@ def check_format(data: bytes, claim: Claim, spec: EnvSpec) -> tuple[CheckResult,
     if bound != claim.commitment:
         failures.append({"field": "commitment", "expected": "0x" + claim.commitment.hex(), "found": "0x" + bound.hex()})
     figures = {"bytes": len(data), "samples": len(rollouts.samples), "work_units": rollouts.work_units}
-    thresholds = {"samples": samples, "max_new_tokens": spec.sampling.max_new_tokens}
+    thresholds = {"samples": samples, "max_new_tokens": spec.sampling.max_new_tokens, "eos_id": eos_id}
     reason = f"{failures[0]} does not match the chain or the spec" if failures else ""
     return CheckResult("format", not failures, figures, thresholds, failures, reason), rollouts
 
@@ -330,7 +344,7 @@ def verify_submission(claim: Claim, spec: EnvSpec, loaded: LoadedModel, artifact
     parsed: list[RolloutFile | None] = [None]
 
     def format_check() -> CheckResult:
-        result, parsed[0] = check_format(data, claim, spec)
+        result, parsed[0] = check_format(data, claim, spec, loaded.tokenizer.eos_id)
         return result
 
     if not timed(format_check):

@@ -103,6 +103,7 @@ def test_demo_options_are_checked_before_anything_starts(tmp_path: Path) -> None
         (["--validator-adversary", "sneaky"], "unknown validator adversary 'sneaky'"),
         (["--validator-adversary", "lazy", "--validators", "1", "--validator-adversary", "liar"], "2 validator"),
         (["--canary-rate", "0.6"], "--canary-rate must be in [0, 0.5]"),
+        (["--canary-rate", "0.2"], "reveals no canary beside 3 trainers"),
         (["--store", "ipfs"], "--store must be one of local, kubo"),
         (["--client", "geth"], "--client must be one of anvil, hardhat"),
     ]

@@ -44,7 +44,8 @@ def test_an_unchecked_poisoner_is_clipped_by_the_outer_step(tmp_path: Path) -> N
 
 
 def test_a_lazy_validator_pays_for_the_canaries_it_waved_through(tmp_path: Path) -> None:
-    """`--validator-adversary lazy --canary-rate 0.2`: a canary node plants one canary a round and reveals it; the
+    """`--trainers 4 --validator-adversary lazy --canary-rate 0.2`: a canary node plants one canary a round and reveals
+    it (five submissions: the rate, rounded down, reveals one); the
     summary names them. Every validator that voted a canary valid is slashed for it (the lazy one, whenever the
     draw gave it the canary's check: three chances in four), every one that voted it invalid shares its
     prize, the canary's owner keeps its stake and is paid nothing, the canaries never reach the aggregate, and the
@@ -52,7 +53,8 @@ def test_a_lazy_validator_pays_for_the_canaries_it_waved_through(tmp_path: Path)
     the owner is paid and its catchers get nothing."""
     env = demo_env(tmp_path)
     done = subprocess.run([CRUCIBLE, "demo", "--model", "tiny", "--rounds", "1", "--prompts", "16", "--eval-problems",
-                           "20", "--no-adversary", "--validator-adversary", "lazy", "--canary-rate", "0.2", "--json"],
+                           "20", "--no-adversary", "--trainers", "4", "--validator-adversary", "lazy", "--canary-rate", "0.2",
+                           "--json"],
                           capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)

@@ -27,7 +27,7 @@ from protocol.errors import ArtifactError
 from protocol.ml.compression import carried_residual, compress, decode, encode, load_residual, save_update
 from protocol.ml.envs.spec import EncodingSettings, EnvSpec
 from protocol.ml.model import LoadedModel
-from protocol.work.checks import Artifacts, Claim, Verdict, stored_artifacts, verify_submission
+from protocol.work.checks import Artifacts, Claim, Verdict, stop_problem, stored_artifacts, verify_submission
 from protocol.work.evidence import evidence_bytes, evidence_document, parse_evidence
 from protocol.work.round import RoundContext
 from protocol.work.update_checks import relative_errors
@@ -84,6 +84,8 @@ EXPECTED = {
     "low-precision": {"toploc", "sampling"},
     "forged-tokens": {"sampling"},
     "cherry-pick": {"sampling"},
+    "past-eos": {"format"},
+    "truncated": {"format"},
     "inflated-rewards": {"rewards"},
     "garbage-update": {"update"},
     "poisoned-update": {"update"},
@@ -104,6 +106,30 @@ def test_each_work_adversary_fails_the_check_meant_for_it(
     assert verdict.results[-1].failures, "a failure names where it failed"
     # Nothing after the failing check ran.
     assert verdict.results[-1].check == verdict.failed_check
+
+
+def test_completions_that_stop_anywhere_but_where_the_sampler_stops_are_refused(
+    tiny: LoadedModel, spec: EnvSpec, context: RoundContext
+) -> None:
+    """Sampling past the end token with the same seeded sampler claims more work units; cutting completions short
+    reads rewards off unfinished text. Every token of both is its seed's sample with honest proofs: before the stop
+    rule (drop the `stop_problem` branch of check_format) both passed every check, past-eos with 4.2x the honest
+    work units (46 -> 192). Now the format check names the first completion that stops elsewhere."""
+    honest = produce_work(tiny, spec, context)
+    stops = [len(s.completion_ids) for s in honest.rollouts.samples]
+    assert any(n < spec.sampling.max_new_tokens for n in stops), "the tiny model ends some completions early"
+    past = produce_work(tiny, spec, context, adversary=adversary_of("past-eos"))
+    assert past.rollouts.work_units > honest.rollouts.work_units
+    cut = produce_work(tiny, spec, context, adversary=adversary_of("truncated"))
+    assert cut.rollouts.work_units < honest.rollouts.work_units
+    for work, found in ((past, "an end token at position"), (cut, "without an end token and short of")):
+        verdict = check(work, tiny, spec, context)
+        assert verdict.failed_check == "format", verdict.results[-1].as_json()
+        failure = verdict.results[-1].failures[0]
+        assert failure["field"] == "completion_ids" and found in failure["found"], failure
+    # A completion that runs to max_new_tokens without an end token is the sampler's own stop.
+    assert stop_problem([5] * 12, tiny.tokenizer.eos_id, 12) is None
+    assert stop_problem([5, tiny.tokenizer.eos_id], tiny.tokenizer.eos_id, 12) is None
 
 
 def test_copied_replayed_and_withheld_submissions_fail_early(

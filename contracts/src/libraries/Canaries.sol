@@ -35,8 +35,10 @@ library Canaries {
         if (sub.canary || sub.disputed || sub.tag != Ids.canaryTag(salt, submissionId)) {
             revert ITaskMarket.MarketNotCanary(submissionId);
         }
+        // The rate rounds down: a round reveals at most floor(rate * submissions) canaries, so a task at one
+        // part per million reveals none of a small round's work.
         uint256 canaries = rd.canaries;
-        if (canaries * PPM >= rate * rd.submissionCount || canaries == type(uint8).max) {
+        if ((canaries + 1) * PPM > rate * rd.submissionCount || canaries == type(uint8).max) {
             revert ITaskMarket.MarketCanaryRate(taskId, round, canaries);
         }
         rd.canaries = uint8(canaries + 1);
