@@ -53,8 +53,8 @@ def test_a_lazy_validator_pays_for_the_canaries_it_waved_through(tmp_path: Path)
     the owner is paid and its catchers get nothing."""
     env = demo_env(tmp_path)
     done = subprocess.run([CRUCIBLE, "demo", "--model", "tiny", "--rounds", "1", "--prompts", "16", "--eval-problems",
-                           "20", "--no-adversary", "--trainers", "4", "--validator-adversary", "lazy", "--canary-rate", "0.2",
-                           "--json"],
+                           "20", "--no-adversary", "--trainers", "4", "--validator-adversary", "lazy",
+                           "--canary-rate", "0.2", "--json"],
                           capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
