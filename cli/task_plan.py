@@ -23,7 +23,7 @@ from protocol.chain.client import Crucible, Role
 from protocol.chain.costs import L1_GAS, RoundGas, round_gas
 from protocol.chain.fees import eth
 from protocol.chain.opstack import l1_fee_of_gas, read_l1_fee_params
-from protocol.chain.params import MAX_STALENESS, MIN_WINDOW_S, PPM, TaskParams
+from protocol.chain.params import MAX_STALENESS, PPM, TaskParams, least_windows
 from protocol.errors import CrucibleError, OwnFault
 from protocol.ml.envs.spec import EnvSpec, parse_spec
 
@@ -94,7 +94,7 @@ def make_plan(
         plan.lines.append(f"learnability {why_not}")
         work = None
     seated = _checking(plan, crucible, params)
-    _time(plan, params, trainers, seated, work)
+    _time(plan, params, trainers, seated, work, crucible.chain.block_interval_s())
     _cost(plan, crucible, params, trainers, seated)
     return plan
 
@@ -224,13 +224,16 @@ def _period(submit: float, validate: float, challenge: float, staleness: int) ->
     return max(submit, (submit + validate + challenge) / (staleness + 1))
 
 
-def _time(plan: Plan, params: TaskParams, trainers: int, seats: int, work: _Work | None) -> None:
+def _time(plan: Plan, params: TaskParams, trainers: int, seats: int, work: _Work | None, block_interval_s: int) -> None:
     windows = (params.submit_window_s, params.validate_window_s, params.challenge_window_s)
     staleness = params.max_staleness
     period = _period(*windows, staleness)
     wall = (params.rounds - 1) * period + sum(windows)
+    least = least_windows(block_interval_s)
     document: dict[str, Any] = {
         "windows_s": dict(zip(("submit", "validate", "challenge"), windows, strict=True)),
+        "block_interval_s": block_interval_s,
+        "least_windows_s": {name.removesuffix("_window_s"): value for name, value in least.items()},
         "max_staleness": staleness,
         "round_period_s": round(period, 1),
         "task_wall_s": round(wall),
@@ -258,9 +261,11 @@ def _time(plan: Plan, params: TaskParams, trainers: int, seats: int, work: _Work
     check_s = work.check_s or 0.0
     # The window holds a round WORK_SPREAD slower than the rehearsed one, and its landing; trainers are then busy
     # about W / submit of the time, and no more: a shorter window makes them skip the slow rounds.
-    submit = max(MIN_WINDOW_S, math.ceil(WORK_SPREAD * work.work_s) + LANDING_S)
-    validate = max(MIN_WINDOW_S, math.ceil(1.5 * checks_each * check_s) + MIN_WINDOW_S)
-    challenge = validate  # a dispute's committee re-runs the check, as the validators did
+    submit = max(least["submit_window_s"], math.ceil(WORK_SPREAD * work.work_s) + LANDING_S)
+    # The checks come after the seed, whose blocks the least window holds; a dispute's committee re-runs the
+    # check as the validators did.
+    validate = least["validate_window_s"] + math.ceil(1.5 * checks_each * check_s)
+    challenge = max(least["challenge_window_s"], validate)
     suggested = min(MAX_STALENESS, max(0, math.ceil((submit + validate + challenge) / submit) - 1))
     suggested_period = _period(submit, validate, challenge, suggested)
     document["suggested"] = {
@@ -286,8 +291,8 @@ def _time(plan: Plan, params: TaskParams, trainers: int, seats: int, work: _Work
     )
     busy_goal = document["suggested"]["trainer_busy"]
     limit = ""
-    if submit == MIN_WINDOW_S:
-        limit = f", the most the shortest window ({MIN_WINDOW_S} s) allows"
+    if submit == least["submit_window_s"]:
+        limit = f", the most the shortest window this chain serves ({submit} s) allows"
     elif suggested_period > submit:
         limit = f", the most staleness {MAX_STALENESS} allows"
     plan.lines.append(

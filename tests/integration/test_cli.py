@@ -19,7 +19,7 @@ from helpers.warm import run_crucible
 from cli.task_plan import LANDING_S, WORK_SPREAD
 from protocol.artifacts.cid import cid_of_bytes
 from protocol.chain import devnet
-from protocol.chain.connection import Chain
+from protocol.chain.connection import INTERVAL_BLOCKS, Chain
 from protocol.config import devnet_settings
 from protocol.ml.envs.spec import default_spec
 from protocol.processes import free_port
@@ -251,6 +251,36 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     assert net.run("stake", "show", dev1, "--json").json()["staked_wei"] == "0", "nothing was staked"
 
 
+def test_a_window_the_chains_blocks_cannot_serve_is_refused(net: Devnet) -> None:
+    """On a chain with 12-second blocks the check seed needs five blocks from the submit deadline to the first
+    attestation (request, seed block two later, its reading, the vote): a 30 s validate or challenge window would
+    leave every round unverified and every appeal unwinnable. `task create` measures the interval and refuses in
+    one line with the least window that fits, nothing sent; that window itself is accepted. Broken version: drop
+    `check_windows_served` from `draft_task` (cli/task_checks.py) → the 30 s task is created."""
+    chain = Chain(net.rpc_url)
+    dev0 = devnet_settings().dev_addresses[0]
+    count = len(net.run("task", "list", "--json").json()["tasks"])  # type: ignore[arg-type]
+    nonce = chain.w3.eth.get_transaction_count(dev0)
+    # The last blocks 12 s apart, as on Ethereum: the interval the CLI measures is their median gap.
+    chain.w3.provider.make_request("anvil_mine", [hex(INTERVAL_BLOCKS + 1), hex(12)])  # type: ignore[arg-type]
+    try:
+        windows = {"--submit-window": "300", "--validate-window": "300", "--challenge-window": "300"}
+        for option in ("--validate-window", "--challenge-window"):
+            args = [arg for pair in {**windows, option: "30"}.items() for arg in pair]
+            assert_one_line_error(
+                net.run(*create_task(MODEL_CID), "--model", MODEL_CID, *args),
+                f"refused: {option} 30 s is too short for this chain's blocks (one every 12 s): it needs at least 60 s",
+            )
+        assert chain.w3.eth.get_transaction_count(dev0) == nonce, "nothing was sent"
+        assert len(net.run("task", "list", "--json").json()["tasks"]) == count  # type: ignore[arg-type]
+        args = [arg for pair in {**windows, "--validate-window": "60"}.items() for arg in pair]
+        created = net.run(*create_task(MODEL_CID), "--model", MODEL_CID, *args, "--json")
+        assert created.code == 0, created.stderr
+    finally:
+        # Back to the devnet's one-second blocks for the tests after this one.
+        chain.w3.provider.make_request("anvil_mine", [hex(INTERVAL_BLOCKS + 1), hex(1)])  # type: ignore[arg-type]
+
+
 def test_deploy_to_a_chain_by_rpc(net: Devnet, tmp_path: Path) -> None:
     book = tmp_path / "elsewhere.json"
     deployed = crucible(net.home, "deploy", "--account", "dev9", "--out", str(book), "--yes", "--json", rpc=net.rpc_url)
@@ -453,6 +483,9 @@ def test_a_plan_says_what_the_bounty_buys_before_anything_is_paid(
     assert checking["every_round_unverified"] == (checking["validators_staked"] < checking["validators_per_check"] == 3)
     assert timing["measured"] and timing["work_s"] > 0 and timing["check_s"] > 0
     assert timing["round_period_s"] == 900 and timing["task_wall_s"] == 900 + 900  # three 300 s windows, sequential
+    # The devnet's one-second blocks: the least windows are the market's least (5 s each).
+    assert timing["block_interval_s"] == 1, timing
+    assert timing["least_windows_s"] == {"submit": 5, "validate": 5, "challenge": 5}, timing
     suggested = timing["suggested"]
     # The window holds a round 20 % slower than the rehearsed one, plus its landing (a window of the work alone,
     # as the plan once gave, fails here); the busy share is the work over the period those windows give.

@@ -8,6 +8,7 @@ from protocol.chain.params import (
     ONE,
     PPM,
     TaskParams,
+    least_windows,
     demo_task_params,
     honest_majority,
     least_deterrent_slash,
@@ -175,3 +176,13 @@ def test_least_deterrent_slash_is_the_boundary() -> None:
     slash = least_deterrent_slash(100_000, 0, 3, 5000, reward, fee, TOKEN)  # p = 0.1, nobody colluding: 9 R
     assert slash == 4050 * TOKEN
     assert least_deterrent_slash(PPM, 0, 3, 5000, reward, fee, TOKEN) == TOKEN
+
+
+def test_the_least_windows_hold_the_blocks_each_needs() -> None:
+    """On 12-second blocks: a submission lands in two blocks; a check's seed is requested, seeded two blocks later,
+    read, and attested on, five blocks (a 30 s window held none of it); a canary's reveal lands in the challenge
+    window's first half. On one-second blocks every window is the market's least. Broken version: count the seed's
+    delay alone (2 blocks) → 24 s, and the assertion fails."""
+    assert least_windows(12) == {"submit_window_s": 24, "validate_window_s": 60, "challenge_window_s": 60}
+    assert least_windows(1) == {"submit_window_s": 5, "validate_window_s": 5, "challenge_window_s": 5}
+    assert least_windows(2)["validate_window_s"] == 10
