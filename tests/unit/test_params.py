@@ -8,10 +8,10 @@ from protocol.chain.params import (
     ONE,
     PPM,
     TaskParams,
-    least_windows,
     demo_task_params,
     honest_majority,
     least_deterrent_slash,
+    least_windows,
     max_round_fee,
     max_submission_reward,
 )
