@@ -97,7 +97,10 @@ def create(
     trainers: int = typer.Option(3, "--trainers", help="Trainers the plan counts on (time and cost)."),
     device: str = typer.Option("cpu", "--device", help="Where the plan rehearses a round: cpu or cuda."),
     force: bool = typer.Option(
-        False, "--force", help="Create the task even when the plan finds nothing for GRPO to learn from."
+        False,
+        "--force",
+        help="Create the task even when the plan finds nothing for GRPO to learn from, or one validator address "
+        "alone holds more than the declared colluding share.",
     ),
     account: str = ACCOUNT,
     yes: bool = YES,
@@ -118,6 +121,12 @@ def create(
         raise ConfigError(
             "the plan found no reward signal in the initial model's answers: the bounty would buy no learning; "
             "change the spec as the plan suggests, or pass --force (nothing sent)"
+        )
+    if found.concentrated and not force:
+        raise ConfigError(
+            "one validator address alone holds more than the declared colluding share (--colluding-share "
+            f"{params.colluding_share_ppm / PPM:g}) of the stake that could seat: the deterrence figure would not "
+            "hold; wait for more validators, declare a larger share, or pass --force (nothing sent)"
         )
     ratio = params.deterrence
     stderr.print(draft.summary)

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.artifacts.backends import open_store
-from protocol.chain.client import Crucible, Role
+from protocol.chain.client import Crucible
 from protocol.chain.costs import L1_GAS, RoundGas, round_gas
 from protocol.chain.fees import eth
 from protocol.chain.opstack import l1_fee_of_gas, read_l1_fee_params
 from protocol.chain.params import MAX_STALENESS, PPM, TaskParams, least_windows
+from protocol.chain.validator_set import prospective_set
 from protocol.errors import CrucibleError, OwnFault
 from protocol.ml.envs.spec import EnvSpec, parse_spec
 
@@ -56,6 +57,7 @@ class Plan:
 
     document: dict[str, Any]
     unlearnable: bool = False
+    concentrated: bool = False  # one validator address alone holds more than the declared colluding share
     lines: list[str] = field(default_factory=list)
 
 
@@ -191,11 +193,8 @@ def _rehearsal(plan: Plan, crucible: Crucible, loaded: Any, spec: EnvSpec, model
 
 def _checking(plan: Plan, crucible: Crucible, params: TaskParams) -> int:
     """Validators staked enough to join, against the positions of a check; returns the seats assumed."""
-    staked = {str(event["operator"]) for event in crucible.events("StakeManager", "Staked")}
-    eligible = 0
-    for address in staked:
-        account = crucible.stake_account(address)
-        eligible += account.role == Role.VALIDATOR and account.free >= params.min_validator_stake_wei
+    validators = prospective_set(crucible, params.min_validator_stake_wei, params.colluding_share_ppm)
+    eligible = len(validators.holders)
     needed = params.validators_per_check
     unverified = eligible < needed
     plan.document["checking"] = {
@@ -204,7 +203,11 @@ def _checking(plan: Plan, crucible: Crucible, params: TaskParams) -> int:
         "sample_rate": params.sample_rate_ppm / PPM,
         "every_round_unverified": unverified,
         "deterrence": params.deterrence if params.deterrence != float("inf") else None,
+        "validator_set": validators.as_json(),
     }
+    # Refused at creation once enough validators could seat a check that the set is the one the task would run
+    # with; before then the task is unverified anyway, and shown so.
+    plan.concentrated = validators.one_exceeds and not unverified
     if unverified:
         plan.lines.append(
             f"checking: WARNING: {eligible} validator(s) staked enough to join, and a check needs {needed}: unless "
@@ -216,6 +219,7 @@ def _checking(plan: Plan, crucible: Crucible, params: TaskParams) -> int:
             f"checking: {eligible} validators staked enough to join; a check needs {needed}, a submission is "
             f"checked with p = {params.sample_rate_ppm / PPM:g}"
         )
+    plan.lines.append(validators.line("validator(s) staked enough to join, by the stake each could seat"))
     return max(eligible, needed)
 
 

@@ -111,6 +111,7 @@ class TrainerNode(Participant):
                 self.journal.record(round_index, _sent(event, "", "found on chain"))
         if open_own:
             self.reporter.event("resuming", submissions=[int(e["submissionId"]) for e in open_own])
+        self.report_validator_set()
         return self.task_spec()
 
     def _check_canary(self) -> None:

@@ -155,6 +155,7 @@ class Validator(Participant):
         if not joined:
             self.crucible.join_task(self.signer, task_id, seat_stake)
             self.reporter.event("joined", task=task_id, seat_stake_wei=str(seat_stake))
+        self.report_validator_set()
         return spec
 
     # ------------------------------------------------------------ loop

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from protocol.accounts import Signer
 from protocol.artifacts.store import Store
 from protocol.chain.client import Crucible, Deadlines, Role, RoundState
+from protocol.chain.validator_set import seated_set
 from protocol.config import crucible_home
 from protocol.errors import ConfigError, ContractRevert, RpcUnreachable
 from protocol.ml.envs.spec import EnvSpec, parse_spec
@@ -76,6 +77,15 @@ class Participant:
         reporter.use_token(crucible.decimals, crucible.symbol)
 
     # ------------------------------------------------------------ readiness
+
+    def report_validator_set(self) -> None:
+        """Reports the task's largest seat holders beside its declared colluding share (`validator_set`), and a
+        `warning` when one address alone holds more: the task's deterrence figure then does not hold."""
+        declared = self.crucible.task_params(self.task_id).colluding_share_ppm
+        found = seated_set(self.crucible, self.task_id, declared)
+        self.reporter.event("validator_set", task=self.task_id, **found.as_json())
+        if found.one_exceeds:
+            self.reporter.event("warning", task=self.task_id, reason=found.line("seat holder(s)"))
 
     def refuse_red_team_off_devnet(self, adversary: str | None, force: bool) -> None:
         """Red-team modes run on the devnet only, unless forced: ConfigError naming the mode otherwise."""

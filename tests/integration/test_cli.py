@@ -230,7 +230,7 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     assert unconfirmed.code == 1 and unconfirmed.stdout == ""
     *planned, shown, asked, refused = unconfirmed.stderr.strip().splitlines()
     assert planned[0] == "learnability not measured: the availability check was skipped", planned
-    assert [line.split(" ")[0] for line in planned[1:]] == ["checking:", "time:", "cost:"], planned
+    assert [line.split(" ")[0] for line in planned[1:]] == ["checking:", "validator", "time:", "cost:"], planned
     assert shown.startswith("deterrence 1.006 (at least 1 passes): a cheat is caught with probability q = 0.370")
     assert "(checked with p = 0.5, and honest validators hold most of its 3 positions while up to 33.3%" in shown
     assert "loses up to S = " in shown and "at most R = " in shown and asked.rstrip().endswith("[y/N]")
@@ -518,3 +518,32 @@ def test_a_plan_says_what_the_bounty_buys_before_anything_is_paid(
     missing = net.run("task", "plan", "--model", MODEL_CID, *options, "--skip-availability-check", "--json").json()
     assert missing["learnability"] == {"measured": False, "reason": "not measured: the availability check was skipped"}
     assert missing["time"]["measured"] is False
+
+
+def test_one_validator_above_the_declared_colluding_share_is_shown_and_refused(net: Devnet) -> None:
+    """Three validators could seat a check and one of them alone holds more of the stake than the task's declared
+    colluding share: the plan names it beside the share and warns, `task create` refuses without --force (nothing
+    sent), and a declared share above its stake is accepted. Broken version: drop the `concentrated` refusal from
+    `task create` (cli/task.py) → the task is created at the default share."""
+    for account, amount in (("dev6", "300"), ("dev7", "300"), ("dev8", "500")):
+        assert net.run("stake", "deposit", amount, "--role", "validator", "--account", account, "--yes").code == 0
+    create = [*create_task(MODEL_CID), "--model", MODEL_CID]
+    planned = net.run("task", "plan", *create[2:8], "--model", MODEL_CID, "--skip-availability-check", "--json")
+    assert planned.code == 0, planned.stderr
+    found = planned.json()["checking"]["validator_set"]  # type: ignore[index]
+    largest = found["holders"][0]
+    dev8 = devnet_settings().dev_addresses[8]
+    assert largest["address"] == dev8 and largest["share"] > 1 / 3 and found["one_address_exceeds"], found
+    assert found["colluding_share"] == pytest.approx(1 / 3, abs=1e-6)
+    count = len(net.run("task", "list", "--json").json()["tasks"])  # type: ignore[arg-type]
+    refused = net.run(*create)
+    # The plan is printed first (its validator-set line names the holder), then the refusal as the one error line.
+    *plan_lines, error = refused.stderr.strip().splitlines()
+    assert refused.code == 1 and refused.stdout == "" and "Traceback" not in refused.stderr
+    assert error.startswith("error: one validator address alone holds more than the declared colluding share")
+    assert any(f"{dev8} alone holds more than that" in line for line in plan_lines), plan_lines
+    assert len(net.run("task", "list", "--json").json()["tasks"]) == count, "nothing was sent"  # type: ignore[arg-type]
+    share = f"{min(0.49, largest['share'] + 0.01):.2f}"
+    accepted = net.run(*create, "--colluding-share", share, "--json")
+    assert accepted.code == 0, accepted.stderr
+    assert "alone holds more" not in accepted.stderr
