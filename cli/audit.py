@@ -368,6 +368,11 @@ def dispute(
             raise ConfigError(f"only the trainer {trainer} may dispute the rejection of its submission")
         if not audit.rejected and signer.address == trainer:
             raise ConfigError("a trainer cannot dispute the acceptance of its own submission")
+        voted_valid = any(
+            v.purpose == "attest" and v.valid and v.validator.lower() == signer.address.lower() for v in audit.votes
+        )
+        if not audit.rejected and voted_valid:
+            raise ConfigError(f"{signer.address} attested it valid: a checker may not dispute the acceptance it voted")
         crucible = auditor.crucible
         state = crucible.submission(value)
         if state.disputed:

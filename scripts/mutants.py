@@ -255,6 +255,13 @@ MUTANTS = [
         "test_RevertWhen_TheRateRoundsToNoCanary",
     ),
     (
+        "dispute-own-vote",
+        DISPUTES,
+        "if (!sub.rejected && _votedValid(task, rd, sub, seat, submissionId)) {",
+        "if (false) {",
+        "test_RevertWhen_ALazyCheckerDisputesItsOwnVote",
+    ),
+    (
         "canary-rate-above-half",
         PARAMS,
         '_atMost("canaryRatePpm", p.canaryRatePpm, PPM / 2);',

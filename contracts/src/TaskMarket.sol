@@ -292,7 +292,14 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
         Submission storage sub = _existingSubmission(submissionId);
         Disputes.file(
-            _tasks[taskId], _rounds[taskId][round], sub, _disputes[submissionId], token, submissionId, claimValid
+            _tasks[taskId],
+            _rounds[taskId][round],
+            sub,
+            _disputes[submissionId],
+            _seats[taskId][msg.sender],
+            token,
+            submissionId,
+            claimValid
         );
     }
 

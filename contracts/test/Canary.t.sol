@@ -361,6 +361,30 @@ contract CanaryTest is BaseTest {
         _assertMarketConserved(1, 0);
     }
 
+    /// A lazy checker that voted the canary valid front-runs the reveal with a dispute against its own vote (to block
+    /// the reveal, escape its slash and take a finder's share when the committee upholds): refused. The checker
+    /// that voted it invalid may still dispute the acceptance, and without the front-run the reveal lands and the
+    /// lazy votes are slashed. Shown failing with the own-vote rule removed from `Disputes.file` (the dispute was
+    /// filed and the reveal refused with `MarketNotCanary`; mutant "dispute-own-vote").
+    function test_RevertWhen_ALazyCheckerDisputesItsOwnVote() public {
+        ITaskMarket.TaskParams memory p = _canaryParams();
+        (uint256 taskId,, uint256 canary) = _checkedRound(p);
+        address[] memory assigned = _lazyMajority(canary);
+        _warpToChallenge(taskId, 0);
+        for (uint256 j = 0; j < 2; ++j) {
+            vm.prank(assigned[j]);
+            vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketDisputeSide.selector, canary, assigned[j]));
+            market.dispute(canary, false);
+        }
+        uint256 before = vm.snapshotState();
+        vm.prank(assigned[2]);
+        market.dispute(canary, false);
+        assertTrue(market.getSubmission(canary).disputed, "the catcher may dispute the acceptance");
+        vm.revertToState(before);
+        _reveal(canary, SALT);
+        assertTrue(market.getSubmission(canary).canary, "the reveal lands");
+    }
+
     /// An unrevealed canary is the work it claims to be: caught, its owner is slashed like any cheat. Shown
     /// failing with settlement keyed on the tag instead of the reveal (the owner kept its stake).
     function test_AnUnrevealedCanaryIsTheWorkItClaims() public {

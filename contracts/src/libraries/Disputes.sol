@@ -26,6 +26,7 @@ library Disputes {
         ITaskMarket.Round storage rd,
         ITaskMarket.Submission storage sub,
         ITaskMarket.Dispute storage d,
+        ITaskMarket.Seat storage seat,
         IERC20 token,
         uint256 submissionId,
         bool claimValid
@@ -48,6 +49,11 @@ library Disputes {
         // A round whose check never started was finalised (or will be) unverified: nothing in it is paid or
         // slashed, and no committee was ever drawn for it to appeal to.
         if (rd.checkSeed == 0) revert ITaskMarket.MarketNoCommittee(submissionId);
+        // A checker may not dispute the acceptance its own "valid" made (it may appeal a revealed canary it
+        // voted valid).
+        if (!sub.rejected && _votedValid(task, rd, sub, seat, submissionId)) {
+            revert ITaskMarket.MarketDisputeSide(submissionId, msg.sender);
+        }
         sub.disputed = true;
         uint96 bond = task.disputeBond;
         d.disputer = msg.sender;
@@ -59,6 +65,23 @@ library Disputes {
         rd.openDisputes += 1;
         emit ITaskMarket.Disputed(submissionId, msg.sender, d.claimValid, bond, d.deadline);
         Pull.fromSender(token, bond);
+    }
+
+    /// @dev Whether `seat` (the caller's) voted "valid" on a position of the submission's check. Such a checker may
+    ///      not dispute the acceptance its own vote made: a lazy vote would front-run the reveal of the canary it
+    ///      waved through, block it, and take a finder's share. A non-member's seat holds no position, and an
+    ///      unsampled submission has no votes.
+    function _votedValid(
+        ITaskMarket.Task storage task,
+        ITaskMarket.Round storage rd,
+        ITaskMarket.Submission storage sub,
+        ITaskMarket.Seat storage seat,
+        uint256 submissionId
+    ) private view returns (bool) {
+        uint256 own = Draws.bitsWithin(
+            Draws.assigned(rd.checkSeed, submissionId, rd.seatStake, task.validatorsPerCheck), seat.from, seat.stake
+        );
+        return own & sub.votedMask & ~uint256(sub.invalidMask) != 0;
     }
 
     /// @notice Fixes the committee's seed from its seed block's header, or moves a seed block whose hash is gone
