@@ -12,7 +12,7 @@ BPS = 10_000
 UINT96_MAX = 2**96 - 1
 UINT32_MAX = 2**32 - 1
 MAX_ROUNDS = 1000  # Params.MAX_ROUNDS: each round can be stalled a window by a dispute
-MIN_WINDOW_S = 5  # Params.MIN_WINDOW: a shorter window may hold no block at all
+MIN_WINDOW_S = 5  # Params.MIN_WINDOW: five one-second blocks (least_windows: what slower chains need)
 MAX_COMMITTEE = 16  # Params.MAX_COMMITTEE
 MAX_STALENESS = 8  # Params.MAX_STALENESS: the most rounds a submission's base may lag its round
 

@@ -14,7 +14,9 @@ library Params {
     uint256 internal constant MAX_COMMITTEE = 16;
     /// @dev The most rounds a task may have.
     uint256 internal constant MAX_ROUNDS = 1000;
-    /// @dev The shortest window, in seconds: a shorter one may hold no block at all.
+    /// @dev The shortest window, in seconds: five blocks of one second, the fastest clock a contract that counts
+    ///      seconds can assume — the check seed's request, its {Seeds-DELAY} of two blocks, its reading and a
+    ///      vote. Slower chains need longer windows, which `task create` measures and asks for.
     uint256 internal constant MIN_WINDOW = 5;
     /// @dev The most rounds a submission's base may lag its round: every step that walks the live rounds
     ///      ({ITaskMarket-fixCheckSeed}) stays bounded, and no update is older than this.
