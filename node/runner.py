@@ -111,8 +111,9 @@ class TrainerNode(Participant):
                 self.journal.record(round_index, _sent(event, "", "found on chain"))
         if open_own:
             self.reporter.event("resuming", submissions=[int(e["submissionId"]) for e in open_own])
+        spec = self.task_spec()  # a task of a version it does not speak is refused first, in one line
         self.report_validator_set()
-        return self.task_spec()
+        return spec
 
     def _check_canary(self) -> None:
         """A canary node plants the creator's canaries in a task that takes them, or refuses in one line."""
