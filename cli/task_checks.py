@@ -28,6 +28,7 @@ from protocol.chain.params import (
     least_windows,
     max_round_fee,
     max_submission_reward,
+    most_dispute_bond,
 )
 from protocol.errors import ConfigError, first_problem
 from protocol.values import checked_cid, format_tokens, is_cid
@@ -138,8 +139,9 @@ def default_dispute_bond(
     validator_slash_wei: int,
     unit_wei: int,
 ) -> int:
-    """The least dispute bond with which no appeal pays (`least_dispute_bond`), rounded up to whole tokens; the
-    validator slash where the numbers are out of range (the parameter check then names them)."""
+    """The least dispute bond with which no appeal pays (`least_dispute_bond`), rounded up to whole tokens unless
+    that passes the most an honest appeal can carry (`most_dispute_bond`); the validator slash where the numbers
+    are out of range (the parameter check then names them)."""
     if not (1 <= validators_per_check <= MAX_COMMITTEE and colluding_ppm <= MAX_COLLUDING_SHARE_PPM and rounds >= 1):
         return validator_slash_wei
     gain = (
@@ -149,7 +151,10 @@ def default_dispute_bond(
         + max_round_fee(bounty_wei, rounds, fee_bps)
     )
     least = least_dispute_bond(colluding_ppm, validators_per_check, gain, validator_slash_wei)
-    return -(-least // unit_wei) * unit_wei
+    rounded = -(-least // unit_wei) * unit_wei
+    # Whole tokens, unless rounding up would pass the most bond an honest appeal can carry.
+    most = most_dispute_bond(colluding_ppm, validators_per_check, slash_wei)
+    return least if most is not None and rounded > most else rounded
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,13 @@ MUTANTS = [
         "test_RevertWhen_TheRateRoundsToNoCanary",
     ),
     (
+        "bond-unbounded-above",
+        PARAMS,
+        'if (honest < ONE) _atMost("disputeBond", p.disputeBond, mostDisputeBond(p, honest));',
+        "",
+        "testFuzz_CheatingNeverPays",
+    ),
+    (
         "dispute-own-vote",
         DISPUTES,
         "if (!sub.rejected && _votedValid(task, rd, sub, seat, submissionId)) {",

@@ -166,7 +166,9 @@ contract TaskMarketCreateTest is BaseTest {
     ///      and the appeal's win chance exact (a tied committee does not uphold). Shown failing on the contract
     ///      before: its rule left the finder's share, the fees and the appeal out, and accepted sets where the
     ///      gain is positive (+643 on a 900 reward with the appeal); and by making `Params.honestMajority`
-    ///      count ties as honest (mutant "ties-count-honest").
+    ///      count ties as honest (mutant "ties-count-honest"). An honest trainer's appeal of a wrong rejection
+    ///      does not lose in expectation either; shown failing with the bond's upper bound removed from
+    ///      `Params.check` (the fuzzer finds an accepted set within ten runs; mutant "bond-unbounded-above").
     function testFuzz_CheatingNeverPays(
         uint256 ppm,
         uint256 slash,
@@ -197,6 +199,13 @@ contract TaskMarketCreateTest is BaseTest {
             assertTrue(appealWin <= appealLoss, "an accepted task lets an appeal pay");
             (uint256 gain, uint256 loss) = _cheat(p, dist, true);
             assertTrue(gain <= loss, "an accepted task lets cheating pay");
+            (uint256 kept, uint256 lost) = _honestAppeal(p, dist, true);
+            assertTrue(kept >= lost, "an accepted task lets an honest appeal lose");
+        } else if (bytes4(error_) == ITaskMarket.MarketParameterAbove.selector) {
+            // Every other bound is within the fuzzed ranges: only the bond's upper bound refuses here, and only
+            // where an honest appeal loses up to rounding (1e-15 of the bond).
+            (uint256 kept, uint256 lost) = _honestAppeal(p, dist, false);
+            assertTrue(kept < lost + uint256(p.disputeBond) * 1e21, "refused a bond an honest appeal can carry");
         } else if (bytes4(error_) == ITaskMarket.MarketDeterrenceTooLow.selector) {
             (uint256 gain, uint256 loss) = _cheat(p, dist, false);
             uint256 slack = (uint256(p.slashAmount) + p.bounty) * 1e27; // 1e-15 of the stakes, times 1e42
@@ -248,6 +257,23 @@ contract TaskMarketCreateTest is BaseTest {
             * p.validatorSlash + largest * p.validatorFeeBps / 10_000;
         win = wins * gained;
         loss = (1e36 - wins) * p.disputeBond;
+    }
+
+    /// @dev An honest trainer's appeal of a wrong rejection, times 1e36: a fresh committee upholds it when honest
+    ///      positions hold more than half (fewer than k/2 colluding), and it then keeps at least its slash; otherwise
+    ///      it loses the bond. The upholding chance at its least where `worst`, at its most otherwise.
+    function _honestAppeal(ITaskMarket.TaskParams memory p, uint256[2][] memory dist, bool worst)
+        internal
+        pure
+        returns (uint256 kept, uint256 lost)
+    {
+        uint256 upheld;
+        for (uint256 j = 0; 2 * j < p.validatorsPerCheck; ++j) {
+            upheld += dist[j][worst ? 0 : 1];
+        }
+        if (upheld > 1e36) upheld = 1e36;
+        kept = upheld * p.slashAmount;
+        lost = (1e36 - upheld) * p.disputeBond;
     }
 
     /// @dev P(j of `k` positions are colluders'), each one with chance c, at 1e36: [j][0] rounded down, [j][1] up.

@@ -149,6 +149,14 @@ def least_dispute_bond(colluding_ppm: int, per_check: int, overturn_gain_wei: in
     return max(least, validator_slash_wei)
 
 
+def most_dispute_bond(colluding_ppm: int, per_check: int, slash_wei: int) -> int | None:
+    """`Params.mostDisputeBond`: the most bond with which an honest appeal does not lose in expectation. A trainer
+    wrongly rejected appeals to a fresh committee that upholds with chance at least `h` and so keeps its slash:
+    `B <= h S / (1 - h)`, rounded down; None (no bound) when `h` is one."""
+    honest = honest_majority(colluding_ppm, per_check)
+    return None if honest == ONE else honest * slash_wei // (ONE - honest)
+
+
 class TaskParams(BaseModel):
     """The numbers of `TaskMarket.createTask`, in base units and seconds."""
 
@@ -209,6 +217,12 @@ class TaskParams(BaseModel):
                 f"the dispute bond must be at least {self.least_dispute_bond_wei} wei with these numbers, or "
                 "overturning a verdict would pay the colluders' side (docs/protocol.md, 'What a cheat can expect')"
             )
+        most = self.most_dispute_bond_wei
+        if self.colluding_share_ppm <= MAX_COLLUDING_SHARE_PPM and most is not None and self.dispute_bond_wei > most:
+            raise ValueError(
+                f"the dispute bond must be at most {most} wei with these numbers, or an honest trainer's appeal "
+                "would lose in expectation (docs/protocol.md, 'What a cheat can expect')"
+            )
         return self
 
     @property
@@ -242,6 +256,11 @@ class TaskParams(BaseModel):
         return least_dispute_bond(
             self.colluding_share_ppm, self.validators_per_check, self.overturn_gain_wei, self.validator_slash_wei
         )
+
+    @property
+    def most_dispute_bond_wei(self) -> int | None:
+        """The most dispute bond the chain accepts with these numbers (`Params.mostDisputeBond`; None: no bound)."""
+        return most_dispute_bond(self.colluding_share_ppm, self.validators_per_check, self.slash_wei)
 
     @property
     def gain_and_loss(self) -> tuple[int, int]:

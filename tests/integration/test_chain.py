@@ -154,9 +154,7 @@ def test_the_deterrence_twin_agrees_with_the_chain(crucible: Crucible, dev: list
             chain = crucible.chain.call(crucible.lens.functions.honestMajority(colluding, per_check))
             assert chain == honest_majority(colluding, per_check), (colluding, per_check)
     model, env = cid_of_bytes(b"model"), cid_of_bytes(b"env")
-    base = demo_task_params(
-        sample_rate_ppm=400_000, colluding_share_ppm=200_000, validators_per_check=4, dispute_bond_wei=10**28
-    )
+    base = demo_task_params(sample_rate_ppm=400_000, colluding_share_ppm=200_000, validators_per_check=4)
     least = least_deterrent_slash(
         base.sample_rate_ppm, 200_000, 4, base.finder_share_bps, base.max_reward_wei, base.max_fee_wei, 1
     )
@@ -174,6 +172,15 @@ def test_the_deterrence_twin_agrees_with_the_chain(crucible: Crucible, dev: list
     with pytest.raises(ContractRevert) as caught:
         crucible.create_task(dev[0], cheap, model, env)
     assert caught.value.name == "MarketParameterBelow" and "disputeBond" in str(caught.value)
+    # The most bond an honest appeal can carry (`most_dispute_bond`) is the chain's to the wei: one wei more is
+    # refused by name, the bound itself accepted.
+    most = at_least.most_dispute_bond_wei
+    assert most is not None and most > at_least.least_dispute_bond_wei
+    dear = at_least.model_copy(update={"dispute_bond_wei": most + 1})
+    with pytest.raises(ContractRevert) as caught:
+        crucible.create_task(dev[0], dear, model, env)
+    assert caught.value.name == "MarketParameterAbove" and caught.value.args_by_name["most"] == most
+    assert crucible.create_task(dev[0], at_least.model_copy(update={"dispute_bond_wei": most}), model, env) > 0
 
 
 def test_reverted_view_decoded(crucible: Crucible) -> None:

@@ -30,6 +30,12 @@ def params(**changes: int) -> TaskParams:
     return demo_task_params(**(at_half | changes))
 
 
+def figures(**changes: int) -> TaskParams:
+    """`params` with `changes` left unchecked: for the deterrence figures alone, where the dispute bond (bounded
+    below and above by the parameter checks) plays no part."""
+    return params().model_copy(update=changes)
+
+
 def test_max_reward_is_the_largest_rounds_trainer_budget() -> None:
     assert max_submission_reward(1000, 3, 0) == 334  # 333 + 333 + 334
     assert max_submission_reward(1000 * TOKEN, 2, 1000) == 450 * TOKEN
@@ -64,15 +70,13 @@ def exact_cheat_gain(p: TaskParams) -> Fraction:
 def test_whole_game_twin_agrees_with_exact_fractions(colluding: int, per_check: int) -> None:
     """The twin's expected gain is the exact one within rounding (1e-12 of the stakes), and its least slash
     is where the exact gain turns from positive to not positive, to the token."""
-    base = params(
-        colluding_share_ppm=colluding, validators_per_check=per_check, finder_share_bps=5000, dispute_bond_wei=10**28
-    )
+    base = figures(colluding_share_ppm=colluding, validators_per_check=per_check, finder_share_bps=5000)
     least = least_deterrent_slash(
         base.sample_rate_ppm, colluding, per_check, 5000, base.max_reward_wei, base.max_fee_wei, TOKEN
     )
-    at = params(
+    at = figures(
         colluding_share_ppm=colluding, validators_per_check=per_check, finder_share_bps=5000,
-        slash_wei=least, min_trainer_stake_wei=least, dispute_bond_wei=10**28,
+        slash_wei=least, min_trainer_stake_wei=least,
     )  # fmt: skip
     assert abs(Fraction(at.expected_cheat_gain_wei) - exact_cheat_gain(at)) < Fraction(at.slash_wei, 10**12)
     assert at.deters and exact_cheat_gain(at) <= Fraction(at.slash_wei, 10**12)
@@ -85,7 +89,7 @@ def test_the_appeal_is_priced() -> None:
     """The least bond makes the appeal's expected gain at most zero: a committee of k positions over the whole
     stake overturns with chance at most 1 - h, and moves at most R + S + k V + F."""
     third = params(colluding_share_ppm=333_333, slash_wei=900 * TOKEN, min_trainer_stake_wei=900 * TOKEN,
-                   dispute_bond_wei=10**28)  # fmt: skip
+                   dispute_bond_wei=2000 * TOKEN)  # fmt: skip
     gain = third.max_reward_wei + third.slash_wei + 3 * third.validator_slash_wei + third.max_fee_wei
     assert third.overturn_gain_wei == gain == (450 + 900 + 30 + 50) * TOKEN
     least = third.least_dispute_bond_wei
@@ -115,15 +119,13 @@ def test_honest_majority_is_the_binomial_tail_rounded_down() -> None:
 def test_collusion_raises_the_slash_that_deters() -> None:
     # A third colluding over 3 positions, at p = 1/2 with a half finder's share: caught with chance 10/27,
     # the cheat keeps R = 450 otherwise and its colluders take back part of the finder's share and the fees.
-    third = params(colluding_share_ppm=333_333, dispute_bond_wei=10**28)
+    third = figures(colluding_share_ppm=333_333)
     assert abs(third.caught / (PPM * ONE) - 10 / 27) < 1e-6
     assert not third.deters
     least = least_deterrent_slash(500_000, 333_333, 3, 5000, third.max_reward_wei, third.max_fee_wei, TOKEN)
     assert least == 875 * TOKEN  # 1/2 (8/27 S + 12/27 5/6 S) = S/3 >= 17/27 450 + 1/2 1/3 50, at c = 0.333333
-    assert params(colluding_share_ppm=333_333, slash_wei=least, min_trainer_stake_wei=least,
-                  dispute_bond_wei=10**28).deters  # fmt: skip
-    assert not params(colluding_share_ppm=333_333, slash_wei=least - TOKEN, min_trainer_stake_wei=least,
-                      dispute_bond_wei=10**28).deters  # fmt: skip
+    assert params(colluding_share_ppm=333_333, slash_wei=least, min_trainer_stake_wei=least).deters
+    assert not figures(colluding_share_ppm=333_333, slash_wei=least - TOKEN, min_trainer_stake_wei=least).deters
     with pytest.raises(ValidationError, match="less than or equal to 499999"):
         params(colluding_share_ppm=500_000)
 
@@ -186,3 +188,21 @@ def test_the_least_windows_hold_the_blocks_each_needs() -> None:
     assert least_windows(12) == {"submit_window_s": 24, "validate_window_s": 60, "challenge_window_s": 60}
     assert least_windows(1) == {"submit_window_s": 5, "validate_window_s": 5, "challenge_window_s": 5}
     assert least_windows(2)["validate_window_s"] == 10
+
+
+def test_an_honest_appeal_does_not_lose() -> None:
+    """The most bond makes an honest trainer's appeal of a wrong rejection worth sending: a fresh committee upholds
+    with chance at least h and it keeps its slash, else it loses the bond: h S >= (1 - h) B at the bound, and one
+    wei more is refused. Nobody colluding (h = 1): no bound. Broken version: drop the upper bound from the
+    validator → the last `raises` fails."""
+    third = params(colluding_share_ppm=333_333, slash_wei=900 * TOKEN, min_trainer_stake_wei=900 * TOKEN,
+                   dispute_bond_wei=2000 * TOKEN)  # fmt: skip
+    most = third.most_dispute_bond_wei
+    h = Fraction(honest_majority(333_333, 3), ONE)
+    assert most is not None and most == int(h * third.slash_wei / (1 - h))
+    assert h * third.slash_wei >= (1 - h) * most and h * third.slash_wei < (1 - h) * (most + 1)
+    assert third.least_dispute_bond_wei <= most
+    assert params(colluding_share_ppm=0).most_dispute_bond_wei is None
+    with pytest.raises(ValidationError, match=f"at most {most} wei"):
+        params(colluding_share_ppm=333_333, slash_wei=900 * TOKEN, min_trainer_stake_wei=900 * TOKEN,
+               dispute_bond_wei=most + 1)  # fmt: skip

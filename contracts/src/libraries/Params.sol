@@ -59,8 +59,10 @@ library Params {
         _atMost("canaryRatePpm", p.canaryRatePpm, PPM / 2);
         (uint256 honest, uint256 kept) =
             majority(p.colludingSharePpm, p.validatorsPerCheck, p.finderShareBps, p.slashAmount);
-        // The appeal: overturning a verdict must cost the colluders' side at least what it gains.
+        // The appeal: overturning a verdict must cost the colluders' side at least what it gains, and an honest
+        // appeal must not lose in expectation.
         _atLeast("disputeBond", p.disputeBond, leastDisputeBond(p, honest));
+        if (honest < ONE) _atMost("disputeBond", p.disputeBond, mostDisputeBond(p, honest));
         if (!deters(p, honest, kept)) {
             revert ITaskMarket.MarketDeterrenceTooLow(
                 p.sampleRatePpm, p.slashAmount, Payouts.maxSubmissionReward(p.bounty, p.rounds, p.validatorFeeBps)
@@ -85,6 +87,15 @@ library Params {
     function leastDisputeBond(ITaskMarket.TaskParams calldata p, uint256 honest) internal pure returns (uint256) {
         uint256 least = ((ONE - honest) * overturnGain(p) + honest - 1) / honest;
         return least > p.validatorSlash ? least : p.validatorSlash;
+    }
+
+    /// @dev The most dispute bond with which an honest appeal does not lose in expectation: a trainer whose honest
+    ///      work a colluding majority of its check voted invalid appeals to a fresh committee, which upholds with
+    ///      chance at least `h` ({honestMajority}: honest positions hold more than half of it) and so keeps at least
+    ///      its slash `S` (its reward besides); otherwise the bond is lost: `h * S >= (1 - h) * B`, i.e.
+    ///      `B <= h * S / (1 - h)`, rounded down (`h` itself rounded down). Unbounded when `h` is one.
+    function mostDisputeBond(ITaskMarket.TaskParams calldata p, uint256 honest) internal pure returns (uint256) {
+        return honest * p.slashAmount / (ONE - honest);
     }
 
     /// @dev Whether a cheat's expected gain over the whole game is at most zero (docs/protocol.md, "What a cheat
