@@ -219,6 +219,12 @@ class TaskParams(BaseModel):
             )
         most = self.most_dispute_bond_wei
         if self.colluding_share_ppm <= MAX_COLLUDING_SHARE_PPM and most is not None and self.dispute_bond_wei > most:
+            if self.least_dispute_bond_wei > most:
+                raise ValueError(
+                    f"no dispute bond serves these numbers: one that keeps colluders from buying an appeal is at "
+                    f"least {self.least_dispute_bond_wei} wei, one an honest appeal can carry at most {most} wei; "
+                    "raise the slash or the validators per check, or lower the colluding share"
+                )
             raise ValueError(
                 f"the dispute bond must be at most {most} wei with these numbers, or an honest trainer's appeal "
                 "would lose in expectation (docs/protocol.md, 'What a cheat can expect')"

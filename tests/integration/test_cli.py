@@ -208,7 +208,11 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
     create = create_task(env=MODEL_CID)
     assert_one_line_error(net.run(*create, "--model", "not-a-cid"), "malformed model CID")
     assert_one_line_error(
-        net.run(*create, "--model", MODEL_CID, "--sample-rate", "0.1", "--slash", "1"), "cheating would pay"
+        net.run(*create, "--model", MODEL_CID, "--sample-rate", "0.1", "--slash", "10"), "cheating would pay"
+    )
+    # A slash so small that no bond both keeps colluders from buying an appeal and lets an honest one pay.
+    assert_one_line_error(
+        net.run(*create, "--model", MODEL_CID, "--sample-rate", "0.1", "--slash", "1"), "no dispute bond serves"
     )
     assert_one_line_error(net.run(*create, "--model", MODEL_CID, "--bounty", "5000000"), "over the balance")
     # A refused parameter is named by the option typed, not the internal field (bounty_wei).

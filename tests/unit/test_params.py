@@ -206,3 +206,7 @@ def test_an_honest_appeal_does_not_lose() -> None:
     with pytest.raises(ValidationError, match=f"at most {most} wei"):
         params(colluding_share_ppm=333_333, slash_wei=900 * TOKEN, min_trainer_stake_wei=900 * TOKEN,
                dispute_bond_wei=most + 1)  # fmt: skip
+    # A committee of two with a third colluding upholds an honest appeal with chance 4/9 only: no bond keeps
+    # colluders from buying an appeal and lets an honest one pay.
+    with pytest.raises(ValidationError, match="no dispute bond serves these numbers"):
+        params(colluding_share_ppm=333_333, validators_per_check=2, dispute_bond_wei=10**28)
