@@ -212,19 +212,21 @@ class TaskParams(BaseModel):
             )
         if self.dispute_bond_wei < self.validator_slash_wei:
             raise ValueError("the dispute bond must be at least the validator slash: a dispute risks what a vote does")
-        if self.colluding_share_ppm <= MAX_COLLUDING_SHARE_PPM and self.dispute_bond_wei < self.least_dispute_bond_wei:
+        if self.colluding_share_ppm > MAX_COLLUDING_SHARE_PPM:
+            return self  # refused by the field's own bound
+        least, most = self.least_dispute_bond_wei, self.most_dispute_bond_wei
+        if most is not None and least > most:  # every bond is below the one or above the other
             raise ValueError(
-                f"the dispute bond must be at least {self.least_dispute_bond_wei} wei with these numbers, or "
-                "overturning a verdict would pay the colluders' side (docs/protocol.md, 'What a cheat can expect')"
+                f"no dispute bond serves these numbers: one that keeps colluders from buying an appeal is at least "
+                f"{least} wei, one an honest appeal can carry at most {most} wei; raise the slash or the validators "
+                "per check, or lower the colluding share"
             )
-        most = self.most_dispute_bond_wei
-        if self.colluding_share_ppm <= MAX_COLLUDING_SHARE_PPM and most is not None and self.dispute_bond_wei > most:
-            if self.least_dispute_bond_wei > most:
-                raise ValueError(
-                    f"no dispute bond serves these numbers: one that keeps colluders from buying an appeal is at "
-                    f"least {self.least_dispute_bond_wei} wei, one an honest appeal can carry at most {most} wei; "
-                    "raise the slash or the validators per check, or lower the colluding share"
-                )
+        if self.dispute_bond_wei < least:
+            raise ValueError(
+                f"the dispute bond must be at least {least} wei with these numbers, or overturning a verdict would "
+                "pay the colluders' side (docs/protocol.md, 'What a cheat can expect')"
+            )
+        if most is not None and self.dispute_bond_wei > most:
             raise ValueError(
                 f"the dispute bond must be at most {most} wei with these numbers, or an honest trainer's appeal "
                 "would lose in expectation (docs/protocol.md, 'What a cheat can expect')"
