@@ -74,6 +74,11 @@ def test_a_task_of_a_version_it_does_not_speak_is_refused_and_never_judged(
     (abstained,) = [e for e in validator.events if e["event"] == "abstained"]
     assert f"pins protocol version {newer}" in abstained["reason"]
     assert any(e["event"] == "warning" and "abstains" in e["reason"] for e in validator.events)
+    # Alone in the task, the seated validator holds every seat: above the task's declared colluding share (0.1),
+    # which it reports and warns of (broken version: drop `report_validator_set` from its start → this fails).
+    (found,) = [e for e in validator.events if e["event"] == "validator_set"]
+    assert [h["address"] for h in found["holders"]] == [seated.address] and found["one_address_exceeds"], found
+    assert any(e["event"] == "warning" and "alone holds more" in e["reason"] for e in validator.events)
     deadlines = crucible.deadlines(task_id, 0)
     warp(crucible, deadlines.validate)
     warp(crucible, max(deadlines.challenge, crucible.chain.now()))
