@@ -24,6 +24,7 @@ PULL = "contracts/src/libraries/Pull.sol"
 DRAWS = "contracts/src/libraries/Draws.sol"
 DISPUTES = "contracts/src/libraries/Disputes.sol"
 CANARIES = "contracts/src/libraries/Canaries.sol"
+VOTES = "contracts/src/libraries/Votes.sol"
 REVEAL_RULES = "test_RevertWhen_RevealBreaksARule"
 LIMITS = "test_RevertWhen_LimitBroken"
 # The platform binary itself: the npm wrapper in node_modules/.bin exits 0 even when tests fail.
@@ -48,14 +49,14 @@ MUTANTS = [
     ),
     (
         "first-vote-rejects",
-        MARKET,
+        VOTES,
         "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > task.validatorsPerCheck) {",
         "if (!sub.rejected) {",
         "test_ALoneInvalidVoteCastFirstDoesNotReject",
     ),
     (
         "unanimity",
-        MARKET,
+        VOTES,
         "if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > task.validatorsPerCheck) {",
         "if (!sub.rejected && Draws.popcount(sub.invalidMask) == task.validatorsPerCheck) {",
         "test_TwoInvalidVotesOfThreeReject",
@@ -76,10 +77,10 @@ MUTANTS = [
     ),
     (
         "attest-loops-validators",
-        MARKET,
+        VOTES,
         "        sub.votedMask |= uint16(bits);\n",
         "        sub.votedMask |= uint16(bits);\n"
-        "        for (uint256 i = 0; i < _members[taskId].length; ++i) _proposalVotes[bytes32(i)] += 1;\n",
+        "        for (uint256 i = 0; i < 64 * uint256(rd.validatorCount); ++i) rd.seedBlock = rd.seedBlock;\n",
         "invariant_gasWithinBounds",
     ),
     # One break per creation limit (issue 17): each lets through what test_RevertWhen_LimitBroken expects refused.
@@ -106,6 +107,13 @@ MUTANTS = [
     (
         "benched-still-votes",
         MARKET,
+        "if (seat.benched) revert",
+        "if (false) revert",
+        "test_SlashedBelowTheMinimumLosesItsSeat",
+    ),
+    (
+        "benched-still-attests",
+        VOTES,
         "if (seat.benched) revert",
         "if (false) revert",
         "test_SlashedBelowTheMinimumLosesItsSeat",

@@ -16,6 +16,7 @@ import {Payouts} from "./libraries/Payouts.sol";
 import {Pull} from "./libraries/Pull.sol";
 import {Seats} from "./libraries/Seats.sol";
 import {Seeds} from "./libraries/Seeds.sol";
+import {Votes} from "./libraries/Votes.sol";
 
 /// @title TaskMarket
 /// @notice Crucible's task lifecycle: tasks, rounds, work, checks, agreement and settlement. Disputes are their
@@ -248,35 +249,15 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     /// @inheritdoc ITaskMarket
     function attest(uint256 submissionId, bool valid, string calldata evidenceCid) external {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        Submission storage sub = _existingSubmission(submissionId);
-        Task storage task = _tasks[taskId];
-        Round storage rd = _rounds[taskId][round];
-        {
-            (uint256 submitDeadline, uint256 validateDeadline,) = _deadlines(task, rd);
-            _within(submitDeadline, validateDeadline);
-        }
-        bytes32 seed = _checkSeed(taskId, round, rd);
-        if (!Draws.isSampled(seed, submissionId, task.sampleRatePpm)) revert MarketNotSampled(submissionId);
-        (Seat storage seat, uint256 bits) =
-            _held(taskId, Draws.assigned(seed, submissionId, rd.seatStake, task.validatorsPerCheck));
-        // Position bits, not a balance: zero means "holds no position" and nothing else.
-        // slither-disable-next-line incorrect-equality
-        if (bits == 0) revert MarketNotAssigned(submissionId, msg.sender);
-        if (sub.votedMask & bits != 0) revert MarketAlreadyVoted(submissionId, msg.sender);
-        sub.votedMask |= uint16(bits);
-        // One vote per position held: fees, slashes and the majority all count positions.
-        uint256 held = Draws.popcount(bits);
-        seat.pendingVotes += uint24(held);
-        rd.attestCount += uint32(held);
-        emit Attested(submissionId, msg.sender, valid, evidenceCid);
-        if (!valid) {
-            sub.invalidMask |= uint16(bits);
-            if (!sub.rejected && 2 * Draws.popcount(sub.invalidMask) > task.validatorsPerCheck) {
-                sub.rejected = true;
-                rd.includedUnits -= sub.workUnits;
-                emit SubmissionRejected(submissionId);
-            }
-        }
+        Votes.attest(
+            _tasks[taskId],
+            _rounds[taskId][round],
+            _existingSubmission(submissionId),
+            _seats[taskId][msg.sender],
+            submissionId,
+            valid,
+            evidenceCid
+        );
     }
 
     /// @inheritdoc ITaskMarket
