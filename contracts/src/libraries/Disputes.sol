@@ -9,6 +9,7 @@ import {Payouts} from "./Payouts.sol";
 import {Pull} from "./Pull.sol";
 import {Seats} from "./Seats.sol";
 import {Seeds} from "./Seeds.sol";
+import {Votes} from "./Votes.sol";
 
 /// @title Disputes
 /// @notice A dispute's state transitions — filed, seeded, voted, resolved — and its bond. An external library:
@@ -78,10 +79,7 @@ library Disputes {
         ITaskMarket.Seat storage seat,
         uint256 submissionId
     ) private view returns (bool) {
-        uint256 own = Draws.bitsWithin(
-            Draws.assigned(rd.checkSeed, submissionId, rd.seatStake, task.validatorsPerCheck), seat.from, seat.stake
-        );
-        return own & sub.votedMask & ~uint256(sub.invalidMask) != 0;
+        return Votes.checkerBits(task, rd, seat, submissionId) & sub.votedMask & ~uint256(sub.invalidMask) != 0;
     }
 
     /// @notice Fixes the committee's seed from its seed block's header, or moves a seed block whose hash is gone

@@ -39,6 +39,19 @@ library Votes {
         }
     }
 
+    /// @dev The bits of the positions of the submission's check (drawn from the round's check seed) that `seat`
+    ///      holds; zero for a seat that holds none, or a non-member's.
+    function checkerBits(
+        ITaskMarket.Task storage task,
+        ITaskMarket.Round storage rd,
+        ITaskMarket.Seat storage seat,
+        uint256 submissionId
+    ) internal view returns (uint256) {
+        return Draws.bitsWithin(
+            Draws.assigned(rd.checkSeed, submissionId, rd.seatStake, task.validatorsPerCheck), seat.from, seat.stake
+        );
+    }
+
     /// @dev The bits of the submission's check positions `seat` holds, refused outside the validate window, before the
     ///      check seed, for an unsampled submission, for a benched seat, and for a seat that holds none.
     function _positions(
@@ -58,9 +71,7 @@ library Votes {
             revert ITaskMarket.MarketNotSampled(submissionId);
         }
         if (seat.benched) revert ITaskMarket.MarketValidatorBenched(taskId, msg.sender);
-        bits = Draws.bitsWithin(
-            Draws.assigned(seed, submissionId, rd.seatStake, task.validatorsPerCheck), seat.from, seat.stake
-        );
+        bits = checkerBits(task, rd, seat, submissionId);
         // Position bits, not a balance: zero means "holds no position" and nothing else.
         // slither-disable-next-line incorrect-equality
         if (bits == 0) revert ITaskMarket.MarketNotAssigned(submissionId, msg.sender);
