@@ -154,6 +154,7 @@ class Auditor:
             base_round=int(event.args["baseRound"]),
             seed_fixed=bool(fixed),
             canary=state.canary,
+            committed=[str(e.args["validator"]) for e in history if e.name == "AttestationCommitted"],
         )
         for vote in votes:
             if vote.evidence_unread:

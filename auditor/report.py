@@ -71,6 +71,7 @@ class SubmissionAudit:
     base_round: int  # the round whose checkpoint the work started from
     seed_fixed: bool = True  # False: not yet known whether it is sampled, nor by whom checked
     canary: bool = False  # revealed as a canary by the task's creator (known-bad work it planted)
+    committed: list[str] = field(default_factory=list)  # validators that committed a hidden vote (commit phase)
     rerun: Verdict | None = None
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the auditor could not verify, its own faults
@@ -78,6 +79,13 @@ class SubmissionAudit:
     @property
     def outcome(self) -> str:
         return ("canary" if self.canary else "rejected") if self.rejected else "accepted"
+
+    @property
+    def unrevealed(self) -> list[str]:
+        """Validators whose commitment was not (or not yet) revealed: a reveal withheld past the validate deadline
+        is penalised like a wrong vote."""
+        revealed = {vote.validator for vote in self.votes if vote.purpose == "attest"}
+        return [validator for validator in self.committed if validator not in revealed]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +102,8 @@ class SubmissionAudit:
             "sampled": self.sampled,
             "assigned": self.assigned,
             "votes": [vote.as_json() for vote in self.votes],
+            "committed": self.committed,
+            "unrevealed": self.unrevealed,
             "disputed_by": self.disputed_by,
             "dispute_upheld": self.dispute_upheld,
             "outcome": self.outcome,

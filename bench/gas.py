@@ -1,7 +1,8 @@
 """Gas of every lifecycle call, from real transaction receipts on a private Anvil.
 
 Receipts include the 21,000 intrinsic gas and calldata that forge's gas report leaves out.
-Also measures how `submitWork` and `attest` grow with the number of submissions and validators.
+Also measures how `submitWork` and a whole vote (commitment and reveal) grow with the number of
+submissions and validators.
 
 Run: .venv/bin/python -m bench.gas [--json]
 """
@@ -97,12 +98,15 @@ def lifecycle_receipts(crucible: Crucible, dev: list[Signer]) -> dict[str, list[
     record("fixCheckSeed (request)", request)
     record("fixCheckSeed (fix)", fix)
     by_address = {s.address: s for s in dev}
-    for sid, valid in zip(ids, (True, True, False), strict=True):
-        # A validator holding several positions votes them with one attest.
-        for address in dict.fromkeys(crucible.assigned_validators(sid)):
-            record("attest", crucible.attest(by_address[address], sid, valid, CID))
-    for address in dict.fromkeys(crucible.assigned_validators(planted)):
-        record("attest", crucible.attest(by_address[address], planted, False, CID))
+    # A validator holding several positions votes them with one commitment and one reveal.
+    verdicts = [*zip(ids, (True, True, False), strict=True), (planted, False)]
+    ballots = [(sid, by_address[address], valid, CID)
+               for sid, valid in verdicts for address in dict.fromkeys(crucible.assigned_validators(sid))]  # fmt: skip
+    commits, reveals = devnet.vote_all(crucible, ballots)
+    for committed, revealed in zip(commits, reveals, strict=True):
+        record("commitAttestation", committed)
+        record("attest (reveal)", revealed)
+        record("a whole vote (commit + reveal)", {"gasUsed": int(committed["gasUsed"]) + int(revealed["gasUsed"])})
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).validate)
     record("revealCanary", crucible.reveal_canary(dev[0], planted, canary.salt(crucible.market.address, planted)))
     record("dispute", chain.transact(_approve_then(crucible, dev[3], ids[2]), dev[3]))
@@ -140,7 +144,7 @@ def _approve_then(crucible: Crucible, signer: Signer, sid: int) -> Any:
 
 
 def scaling_gas(crucible: Crucible, dev: list[Signer], counts: tuple[int, ...]) -> list[dict[str, int]]:
-    """submitWork of the n-th submission, attest with n validators and settle (which finds each position's
+    """submitWork of the n-th submission, a whole vote with n validators and settle (which finds each position's
     holder by binary search over the n members), for each n."""
     rows = []
     for count in counts:
@@ -161,10 +165,11 @@ def scaling_gas(crucible: Crucible, dev: list[Signer], counts: tuple[int, ...]) 
         devnet.fix_check_seed(crucible, dev[0], task_id)
         sid = (task_id << 192) | int(trainers[-1].address, 16)
         by_address = {s.address: s for s in validators}
-        attest_gas = [
-            int(crucible.attest(by_address[address], sid, True, CID)["gasUsed"])
-            for address in dict.fromkeys(crucible.assigned_validators(sid))
-        ]
+        commits, reveals = devnet.vote_all(
+            crucible,
+            [(sid, by_address[address], True, CID) for address in dict.fromkeys(crucible.assigned_validators(sid))],
+        )
+        attest_gas = [int(c["gasUsed"]) + int(r["gasUsed"]) for c, r in zip(commits, reveals, strict=True)]
         devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).challenge)
         crucible.finalise_round(dev[0], task_id)
         rows.append(
@@ -172,7 +177,7 @@ def scaling_gas(crucible: Crucible, dev: list[Signer], counts: tuple[int, ...]) 
                 "participants": count,
                 "submitWork_last": submit_gas[-1],
                 "submitWork_max": max(submit_gas),
-                "attest_max": max(attest_gas),
+                "vote_max": max(attest_gas),
                 "settle_checked": int(crucible.settle(dev[0], sid)["gasUsed"]),
             }
         )
@@ -203,12 +208,12 @@ def main() -> None:
     for name, row in summary.items():
         print(f"| {name} | {row['min']:,} | {row['max']:,} | {row['calls']} |")
     print(
-        "\n| validators = trainers | submitWork (n-th) | submitWork (max) | attest (max) | settle (checked) |"
+        "\n| validators = trainers | submitWork (n-th) | submitWork (max) | a whole vote (max) | settle (checked) |"
         "\n|---:|---:|---:|---:|---:|"
     )
     for row in scaling:
         cells = [f"{row['participants']}"] + [
-            f"{row[key]:,}" for key in ("submitWork_last", "submitWork_max", "attest_max", "settle_checked")
+            f"{row[key]:,}" for key in ("submitWork_last", "submitWork_max", "vote_max", "settle_checked")
         ]
         print("| " + " | ".join(cells) + " |")
 

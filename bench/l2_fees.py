@@ -74,9 +74,9 @@ def one_round(crucible: Crucible, creator: Signer, trainers: int, validators: in
     for receipt in devnet.fix_check_seed(crucible, seated[0], task_id):
         record("validators", receipt)
     by_address = {s.address: s for s in seated}
-    for sid in ids:
-        for address in dict.fromkeys(crucible.assigned_validators(sid)):
-            record("validators", crucible.attest(by_address[address], sid, True, CID))
+    ballots = [(sid, by_address[a], True, CID) for sid in ids for a in dict.fromkeys(crucible.assigned_validators(sid))]
+    for receipt in [receipt for receipts in devnet.vote_all(crucible, ballots) for receipt in receipts]:
+        record("validators", receipt)
     devnet.warp_to(chain, crucible.deadlines(task_id, 0).validate)
     for address in dict.fromkeys(crucible.aggregators(task_id, 0)):
         record("validators", crucible.propose_checkpoint(by_address[address], task_id, 0, CID))

@@ -87,12 +87,18 @@ def measure(trainers: int, validators: int, threads: int, folder: Path) -> dict[
         devnet.warp_to(chain, deadlines.submit)
         run("fixCheckSeed", [lambda: devnet.fix_check_seed(crucible, creator, task_id)])
         by_address = {s.address: s for s in validator_keys}
-        attests = []
+        votes = []  # one per validator and check: a vote covers every position its validator holds
         for trainer in trainer_keys:
             sid = submission_id(task_id, 0, trainer.address)
-            for validator in crucible.assigned_validators(sid):
-                attests.append(lambda v=by_address[validator], sid=sid: crucible.attest(v, sid, True, cid))
-        run("attest", attests)
+            votes += [
+                (sid, by_address[v], keccak(text=f"{sid} {v}"))
+                for v in dict.fromkeys(crucible.assigned_validators(sid))
+            ]
+        run("commitAttestation", [lambda sid=sid, v=v, salt=salt: crucible.commit_attestation(v, sid, True, cid, salt)
+                                  for sid, v, salt in votes])  # fmt: skip
+        devnet.warp_to(chain, deadlines.votes_revealed_from)
+        run("attest", [lambda sid=sid, v=v, salt=salt: crucible.attest(v, sid, True, cid, salt)
+                       for sid, v, salt in votes])  # fmt: skip
         devnet.warp_to(chain, deadlines.validate)
         aggregators = crucible.aggregators(task_id, 0)
         run("proposeCheckpoint", [lambda v=by_address[a]: crucible.propose_checkpoint(v, task_id, 0, cid)
@@ -115,7 +121,7 @@ def measure(trainers: int, validators: int, threads: int, folder: Path) -> dict[
             return round(sum(gas[name]) / len(gas[name])) if gas[name] else 0
 
         trainer_gas = mean("submitWork") + mean("settle") + mean("claim")
-        validator_gas = round(sum(gas["attest"]) / validators) + mean("claim")
+        validator_gas = round((sum(gas["commitAttestation"]) + sum(gas["attest"])) / validators) + mean("claim")
         return {
             "trainers": trainers,
             "validators": validators,
@@ -124,7 +130,7 @@ def measure(trainers: int, validators: int, threads: int, folder: Path) -> dict[
             "round_transactions": transactions,
             "transactions_per_s": round(transactions / round_s, 1),
             "gas_submitWork": mean("submitWork"),
-            "gas_attest": mean("attest"),
+            "gas_vote": mean("commitAttestation") + mean("attest"),
             "gas_settle": mean("settle"),
             "gas_claim": mean("claim"),
             "gas_per_trainer": trainer_gas,

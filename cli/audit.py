@@ -294,6 +294,8 @@ def _print_submission(audit: Any, crucible: Any) -> None:
             said = v.evidence_problem or (f"failed {v.evidence_check}" if v.evidence_check else "all checks passed")
             votes.add_row(v.validator, v.purpose, "valid" if v.valid else "invalid", v.evidence_cid, said)
         stdout.print(votes)
+    if audit.unrevealed:
+        stdout.print(f"Committed, not revealed: {', '.join(audit.unrevealed)}")
     if audit.rerun is not None:
         checks = Table(title="Re-run", title_justify="left")
         for column in ("check", "passed", "seconds", "reason"):

@@ -118,6 +118,42 @@ MUTANTS = [
         "if (false) revert",
         "test_SlashedBelowTheMinimumLosesItsSeat",
     ),
+    # Votes nobody can copy: commit-reveal attestations.
+    (
+        "commit-in-reveal-phase",
+        VOTES,
+        "Ids.within(submitDeadline, Ids.revealFrom(validateDeadline, task.validateWindow));",
+        "Ids.within(submitDeadline, validateDeadline);",
+        "test_ACopyingValidatorFindsNoVoteToCopy",
+    ),
+    (
+        "reveal-in-commit-phase",
+        VOTES,
+        "Ids.within(Ids.revealFrom(validateDeadline, task.validateWindow), validateDeadline);",
+        "Ids.within(0, validateDeadline);",
+        "test_ACopyingValidatorFindsNoVoteToCopy",
+    ),
+    (
+        "commitment-without-voter",
+        IDS,
+        "abi.encode(id, voter, valid, evidenceCid, salt)",
+        "abi.encode(id, valid, evidenceCid, salt)",
+        "test_RevertWhen_ACopiedCommitmentIsRevealed",
+    ),
+    (
+        "reveal-unchecked",
+        VOTES,
+        "if ((opened ^ stored) >> 16 != 0) revert",
+        "if (opened == 0) revert",
+        "test_RevertWhen_ARevealDoesNotOpenItsCommitment",
+    ),
+    (
+        "withheld-reveal-unpunished",
+        MARKET,
+        "            if (sub.committedMask & bit == 0) continue;\n",
+        "            if (!revealed) continue;\n",
+        "test_AWithheldRevealIsPenalisedLikeAWrongVote",
+    ),
     # Randomness nobody steers (issue 17): the seed from the caller's block again; a lost dispute block
     # replaced by the voter's choice of parent again.
     (

@@ -1,16 +1,19 @@
 """The validator's loop: join the task, then each round check the submissions the check seed assigns
-to it, store evidence and attest; propose the round's aggregate when drawn; vote on disputes when
-drawn; dispute an acceptance it found invalid; keep rounds moving; settle and claim its fees.
+to it, store evidence, commit to each verdict and reveal it in the reveal phase; propose the round's
+aggregate when drawn; vote on disputes when drawn; dispute an acceptance it found invalid; keep rounds
+moving; settle and claim its fees.
 
 Every duty is read from the chain on each pass, so a restarted validator resumes from the chain's
-state: it attests only when the chain shows no attestation of its own, and an assignment still
-within its window is picked up again. A journal keeps verdicts already computed (and their evidence
-CIDs) so that a restart does not redo the work.
+state: it commits only when the chain shows no commitment of its own and reveals only when it shows no
+reveal, and an assignment still within its window is picked up again. A journal keeps verdicts already
+computed (their evidence CIDs, and the salts their commitments hide them with) so that a restart does
+not redo the work and can open what it committed to.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +23,7 @@ from protocol.accounts import Signer
 from protocol.artifacts.backends import describe_store
 from protocol.artifacts.store import Store
 from protocol.chain.assignment import aggregator_positions, assigned_positions, bits_within, is_sampled
-from protocol.chain.client import Crucible, Role, SubmissionState
+from protocol.chain.client import Crucible, Deadlines, Role, SubmissionState
 from protocol.chain.ids import submission_id
 from protocol.errors import ConfigError, OwnFault, UnspokenVersion
 from protocol.files import write_json_atomic
@@ -100,6 +103,15 @@ class VerdictJournal:
         """Stores a verdict (atomically)."""
         self.entries[str(submission)] = {"valid": valid, "evidence_cid": evidence_cid, "failed_check": failed_check}
         write_json_atomic(self.path, {"verdicts": self.entries})
+
+    def salt(self, submission: int) -> bytes:
+        """The secret its commitment to the submission's verdict is made with: drawn once and stored (atomically)
+        before the commitment is sent, so a restart reveals what it committed to."""
+        entry = self.entries[str(submission)]
+        if "salt" not in entry:
+            entry["salt"] = secrets.token_bytes(32).hex()
+            write_json_atomic(self.path, {"verdicts": self.entries})
+        return bytes.fromhex(entry["salt"])
 
 
 class Validator(Participant):
@@ -217,8 +229,7 @@ class Validator(Participant):
                 if deadlines.submit <= now < deadlines.validate:
                     if self.keep_round(round_index, state, deadlines, now):  # it fixed the check seed
                         state = self.crucible.round(task_id, round_index)
-                    self._attest_assigned(round_index, state.check_seed, state.seat_stake, deadlines.validate,
-                                          spec)  # fmt: skip
+                    self._attest_assigned(round_index, state.check_seed, state.seat_stake, deadlines, spec)
                 elif now >= deadlines.validate:
                     if spec is not None:  # a version it does not speak: no committee vote, no proposal
                         self._dispute_duties(round_index, spec)
@@ -239,28 +250,35 @@ class Validator(Participant):
         return seat.seat_from, seat.stake
 
     def _attest_assigned(
-        self, round_index: int, check_seed: bytes, seat_stake: int, deadline: int, spec: EnvSpec | None
+        self, round_index: int, check_seed: bytes, seat_stake: int, deadlines: Deadlines, spec: EnvSpec | None
     ) -> None:
+        """Its votes on the round's checks it holds positions of: in the commit phase it checks each and commits to
+        the verdict (hidden: nobody's vote is public before the reveal phase, so none can be copied); in the reveal
+        phase it reveals each commitment (one withheld is penalised like a wrong vote)."""
         if check_seed == bytes(32):
             return
         mine = self._my_range(seat_stake)
         if mine is None:
             return
         task = self.crucible.task(self.options.task_id)
+        revealing = self.crucible.chain.now() >= deadlines.votes_revealed_from
         duties = []
         for event in self.crucible.submissions(self.options.task_id, round_index):
             submission = self._submission_id(event)
             if not is_sampled(check_seed, submission, task.sample_rate_ppm):
                 continue
             drawn = assigned_positions(check_seed, submission, seat_stake, task.validators_per_check)
-            if not bits_within(drawn, *mine):
+            if not bits_within(drawn, *mine) or str(submission) in self.summary.abstained:
                 continue
-            if str(submission) in self.summary.abstained:
+            committed = self._voted("AttestationCommitted", submission)
+            if revealing:
+                if committed and not self._voted("Attested", submission):
+                    self._reveal(round_index, submission, deadlines.validate)
+            elif committed:
                 continue
-            if self._due(submission):
-                if not self._voted("Attested", submission):
-                    duties.append((submission, event))
-            elif self._retry_too_late(submission, deadline):
+            elif self._due(submission):
+                duties.append((submission, event))
+            elif self._retry_too_late(submission, deadlines.votes_revealed_from):
                 self._abstain(submission, f"could not verify: {self._retries[submission].reason}")
         if not duties:
             return
@@ -270,15 +288,30 @@ class Validator(Participant):
                 if spec is None:
                     self._abstain(submission, self.unspoken)
                     continue
-                judged = self._verdict_in_time(submission, event, spec, "attest", deadline)
+                judged = self._verdict_in_time(submission, event, spec, "attest", deadlines.votes_revealed_from)
                 if judged is None:
                     continue
                 valid, evidence_cid = judged
-                with self.racing("attest", submission=submission):
-                    self.crucible.attest(self.signer, submission, valid, evidence_cid)
-                    self.summary.attested[str(submission)] = valid
-                    self.reporter.event("attested", round=round_index, submission=submission, valid=valid,
-                                        evidence_cid=evidence_cid)  # fmt: skip
+                salt = self.journal.salt(submission)
+                with self.racing("commit_attestation", submission=submission):
+                    self.crucible.commit_attestation(self.signer, submission, valid, evidence_cid, salt)
+                    self.reporter.event("committed", round=round_index, submission=submission)
+
+    def _reveal(self, round_index: int, submission: int, deadline: int) -> None:
+        """Reveals its committed verdict on `submission` (from its journal) while the reveal lands before `deadline`."""
+        known = self.journal.get(submission)
+        if known is None or "salt" not in known:
+            # Its journal lost the secret: the commitment cannot be opened (and will be penalised).
+            self._abstain(submission, "cannot reveal: the journal lost the vote's salt")
+            return
+        if not self.lands_before(deadline, "attest", submission=submission):
+            return
+        valid, evidence_cid = bool(known["valid"]), str(known["evidence_cid"])
+        with self.racing("attest", submission=submission):
+            self.crucible.attest(self.signer, submission, valid, evidence_cid, bytes.fromhex(known["salt"]))
+            self.summary.attested[str(submission)] = valid
+            self.reporter.event("attested", round=round_index, submission=submission, valid=valid,
+                                evidence_cid=evidence_cid)  # fmt: skip
 
     def _verdict_in_time(
         self, submission: int, event: dict[str, Any], spec: EnvSpec, purpose: str, deadline: int

@@ -47,6 +47,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     mapping(uint256 taskId => mapping(address validator => Seat)) private _seats;
     mapping(bytes32 proposalKey => uint256) private _proposalVotes;
     mapping(bytes32 voterKey => bool) private _proposalVoted;
+    mapping(uint256 submissionId => mapping(address validator => bytes32)) private _commitments;
 
     /// @param bountyToken The ERC-20 for bounties (and stake).
     /// @param stakes The StakeManager; it must hold `bountyToken` and be bound to this market.
@@ -247,16 +248,31 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
-    function attest(uint256 submissionId, bool valid, string calldata evidenceCid) external {
+    function commitAttestation(uint256 submissionId, bytes32 commitment) external {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        Votes.attest(
+        Votes.commit(
             _tasks[taskId],
             _rounds[taskId][round],
             _existingSubmission(submissionId),
             _seats[taskId][msg.sender],
+            _commitments[submissionId],
+            submissionId,
+            commitment
+        );
+    }
+
+    /// @inheritdoc ITaskMarket
+    function attest(uint256 submissionId, bool valid, string calldata evidenceCid, bytes32 salt) external {
+        (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
+        Votes.reveal(
+            _tasks[taskId],
+            _rounds[taskId][round],
+            _submissions[submissionId],
+            _commitments[submissionId],
             submissionId,
             valid,
-            evidenceCid
+            evidenceCid,
+            salt
         );
     }
 
@@ -533,8 +549,9 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
         rd.trainerBudgetRemaining -= uint128(share);
     }
 
-    /// @dev Pays each assigned validator that voted with the final outcome its check fee; slashes
-    ///      each that voted against it and marks each that did not vote. Returns the slashes' sum.
+    /// @dev Pays each assigned validator that voted with the final outcome its check fee; slashes each that voted
+    ///      against it or committed a vote it never revealed (withholding a reveal it saw would lose costs what
+    ///      losing does), and marks each that did not vote. Returns the slashes' sum.
     // The external calls here go to the StakeManager, an immutable contract of this protocol with no
     // callbacks; with `nonReentrant` on every paying entry point, the writes after them are safe.
     // slither-disable-next-line reentrancy-no-eth,reentrancy-benign,reentrancy-events
@@ -548,17 +565,16 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     ) private returns (uint256 penalties) {
         for (uint256 j = 0; j < assigned.length; ++j) {
             uint256 bit = 1 << j;
-            if (sub.votedMask & bit == 0) {
-                emit ValidatorMissed(submissionId, assigned[j]);
-                continue;
-            }
+            bool revealed = sub.votedMask & bit != 0;
+            if (!revealed) emit ValidatorMissed(submissionId, assigned[j]);
+            if (sub.committedMask & bit == 0) continue;
             _seats[taskId][assigned[j]].pendingVotes -= 1;
-            // Each attestation takes an equal share of the round's fee budget; the last one the remainder.
+            // Each committed position takes an equal share of the round's fee budget; the last one the remainder.
             uint256 share = rd.checksRemaining == 1 ? rd.feeRemaining : rd.feeRemaining / rd.checksRemaining;
             rd.checksRemaining -= 1;
             rd.feeRemaining -= uint128(share);
             bool votedInvalid = sub.invalidMask & bit != 0;
-            if (votedInvalid == sub.rejected) {
+            if (revealed && votedInvalid == sub.rejected) {
                 _credit(taskId, assigned[j], share, CreditKind.ValidatorFee);
             } else {
                 task.pool += uint96(share);

@@ -187,9 +187,55 @@ abstract contract BaseTest is ProtocolFixture {
         assigned = lens.assignedValidators(id);
         for (uint256 j = 0; j < assigned.length; ++j) {
             if (_firstAt(assigned, j) != j) continue; // one vote covers every position it holds
-            vm.prank(assigned[j]);
-            market.attest(id, valid, "bafy-evidence");
+            _vote(assigned[j], id, valid, "bafy-evidence");
         }
+    }
+
+    /// @dev `validator`'s whole vote on `id`: its commitment now (in the commit phase), its reveal at the reveal
+    ///      phase's start, and time back where it was, so tests keep speaking of votes one after another. Sound
+    ///      because one seat's commit and another's reveal commute: a commitment reads nothing a reveal writes, and
+    ///      nothing on chain records when a vote was revealed. The phases themselves are tested apart
+    ///      (CommitReveal.t.sol), without going back in time.
+    function _vote(address validator, uint256 id, bool valid, string memory evidenceCid) internal {
+        _commitVote(validator, id, valid, evidenceCid);
+        uint256 now_ = block.timestamp;
+        _warpToReveal(id);
+        _revealVote(validator, id, valid, evidenceCid);
+        vm.warp(now_);
+    }
+
+    function _commitVote(address validator, uint256 id, bool valid, string memory evidenceCid) internal {
+        vm.prank(validator);
+        market.commitAttestation(id, _voteCommitment(validator, id, valid, evidenceCid));
+    }
+
+    function _revealVote(address validator, uint256 id, bool valid, string memory evidenceCid) internal {
+        vm.prank(validator);
+        market.attest(id, valid, evidenceCid, _voteSalt(validator, id));
+    }
+
+    /// @dev Independent of `Ids.voteCommitment` on purpose: what a client computes from the interface's words.
+    function _voteCommitment(address validator, uint256 id, bool valid, string memory evidenceCid)
+        internal
+        pure
+        returns (bytes32)
+    {
+        return keccak256(abi.encode(id, validator, valid, evidenceCid, _voteSalt(validator, id)));
+    }
+
+    function _voteSalt(address validator, uint256 id) internal pure returns (bytes32) {
+        return keccak256(abi.encode("vote salt", validator, id));
+    }
+
+    /// @dev To the start of the reveal phase of `id`'s round: the validate window's last quarter.
+    function _warpToReveal(uint256 id) internal {
+        vm.warp(_revealFrom(id));
+    }
+
+    function _revealFrom(uint256 id) internal view returns (uint256) {
+        uint256 taskId = id >> 192;
+        (, uint256 validateDeadline,) = lens.deadlinesOf(taskId, (id >> 160) & type(uint32).max);
+        return validateDeadline - market.getTask(taskId).validateWindow / 4;
     }
 
     /// @dev The first index at which `list[j]` appears.

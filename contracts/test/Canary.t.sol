@@ -45,12 +45,9 @@ contract CanaryTest is BaseTest {
     /// @dev The canary's first two checkers attest it valid without looking, the third invalid; returns them.
     function _lazyMajority(uint256 canary) internal returns (address[] memory assigned) {
         assigned = lens.assignedValidators(canary);
-        vm.prank(assigned[0]);
-        market.attest(canary, true, "lazy");
-        vm.prank(assigned[1]);
-        market.attest(canary, true, "lazy");
-        vm.prank(assigned[2]);
-        market.attest(canary, false, "bafy-evidence");
+        _vote(assigned[0], canary, true, "lazy");
+        _vote(assigned[1], canary, true, "lazy");
+        _vote(assigned[2], canary, false, "bafy-evidence");
     }
 
     function _submitCanary(uint256 taskId, uint256 round, address owner, uint64 units, bytes32 salt)

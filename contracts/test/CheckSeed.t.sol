@@ -38,7 +38,7 @@ contract CheckSeedTest is BaseTest {
         vm.roll(requestedAt + 3);
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketCheckSeedPending.selector, taskId, 0, requestedAt + 2));
-        market.attest(id, true, "e");
+        market.commitAttestation(id, bytes32(0));
 
         bytes32 mix = _mixOf(requestedAt + 2);
         bytes memory header = _seedHeader(requestedAt + 2, mix);
@@ -113,7 +113,7 @@ contract CheckSeedTest is BaseTest {
         vm.roll(first + 300);
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketCheckSeedPending.selector, taskId, 0, first));
-        market.attest(id, true, "e");
+        market.commitAttestation(id, bytes32(0));
         market.fixCheckSeed(taskId, "");
         uint256 second = market.getRound(taskId, 0).seedBlock;
         assertEq(second, first + 302, "a new block two ahead");

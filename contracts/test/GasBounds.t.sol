@@ -20,25 +20,41 @@ contract GasBoundsTest is BaseTest {
         }
     }
 
-    function _attestGas(uint256 validatorCount) internal returns (uint256 used) {
+    /// @dev The execution gas of one validator's whole vote on a check it holds one position of: its commitment and
+    ///      its reveal (each transaction adds 21,000 and its calldata on top: `bench/gas.py` measures receipts).
+    function _voteGas(uint256 validatorCount) internal returns (uint256 committed, uint256 revealed) {
         (uint256 taskId,) = _taskWithValidators(validatorCount);
         _stake(trainers[0], IStakeManager.Role.Trainer, 1000 * TOKEN);
         uint256 id = _submit(taskId, 0, trainers[0], 10);
         _warpToValidate(taskId, 0);
-        address[] memory assigned = lens.assignedValidators(id);
-        vm.prank(assigned[2]); // (the seed is one with three distinct holders: see `_warpToValidate`)
+        address voter = lens.assignedValidators(id)[2]; // (the seed is one with three distinct holders)
+        string memory evidence = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy";
+        bytes32 commitment = _voteCommitment(voter, id, false, evidence);
+        vm.prank(voter);
         uint256 before = gasleft();
-        market.attest(id, false, "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy");
-        used = before - gasleft();
+        market.commitAttestation(id, commitment);
+        committed = before - gasleft();
+        _warpToReveal(id);
+        bytes32 salt = _voteSalt(voter, id);
+        vm.prank(voter);
+        before = gasleft();
+        market.attest(id, false, evidence, salt);
+        revealed = before - gasleft();
     }
 
-    function test_AttestGasBoundedInValidatorCount() public {
-        uint256 small = _attestGas(5);
-        uint256 middle = _attestGas(64);
-        uint256 many = _attestGas(300);
-        assertTrue(small <= 80_000 && middle <= 80_000 && many <= 80_000, "attest within 80k");
+    /// @dev Each half of a vote within 80,000 execution gas (the bound of every hot call here), flat in the number of
+    ///      validators. What a whole vote costs in receipts (intrinsic gas and cold storage counted, which one test
+    ///      transaction here hides) is `bench/gas.py`'s to measure: docs/benchmarks.md.
+    function test_VoteGasBoundedInValidatorCount() public {
+        uint256[3] memory counts = [uint256(5), 64, 300];
+        uint256[3] memory whole;
+        for (uint256 i = 0; i < 3; ++i) {
+            (uint256 committed, uint256 revealed) = _voteGas(counts[i]);
+            assertTrue(committed <= 80_000 && revealed <= 80_000, "each half of a vote within 80k");
+            whole[i] = committed + revealed;
+        }
         // Three hashed positions whatever the count: no growth beyond a few hundred gas of calldata noise.
-        assertTrue(many <= small + 500 && middle <= small + 500, "no growth from 5 to 300 validators");
+        assertTrue(whole[2] <= whole[0] + 500 && whole[1] <= whole[0] + 500, "no growth from 5 to 300 validators");
     }
 
     function test_SubmitWorkGasIndependentOfSubmissions() public {

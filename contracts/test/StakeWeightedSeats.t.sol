@@ -88,8 +88,7 @@ contract StakeWeightedSeatsTest is BaseTest {
             if (_count(lens.assignedValidators(id), big) == 2) break;
             vm.revertToState(before);
         }
-        vm.prank(big);
-        market.attest(id, false, "bafy-evidence");
+        _vote(big, id, false, "bafy-evidence");
         assertTrue(market.getSubmission(id).rejected, "two of three positions reject");
         assertEq(market.seatOf(taskId, big).pendingVotes, 2, "two votes pending");
         _warpToFinal(taskId, 0);

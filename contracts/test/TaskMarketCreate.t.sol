@@ -203,9 +203,14 @@ contract TaskMarketCreateTest is BaseTest {
             assertTrue(kept >= lost, "an accepted task lets an honest appeal lose");
         } else if (bytes4(error_) == ITaskMarket.MarketParameterAbove.selector) {
             // Every other bound is within the fuzzed ranges: only the bond's upper bound refuses here, and only
-            // where an honest appeal loses up to rounding (1e-15 of the bond).
+            // where an honest appeal loses up to the market's rounding of h: each of the k+1 terms of its sum is a
+            // binomial coefficient (at most 2^k) times powers rounded down at 1e-18 a factor, so h may lie up to
+            // 2^k * (k+1) * 1e-18 under the exact chance (a refusal that matters only where S is below 1e-12 * B).
             (uint256 kept, uint256 lost) = _honestAppeal(p, dist, false);
-            assertTrue(kept < lost + uint256(p.disputeBond) * 1e21, "refused a bond an honest appeal can carry");
+            uint256 rounding = (uint256(1) << p.validatorsPerCheck) * (uint256(p.validatorsPerCheck) + 1) * 1e18;
+            kept -= kept < rounding * p.slashAmount ? kept : rounding * p.slashAmount;
+            lost += rounding * p.disputeBond;
+            assertTrue(kept < lost, "refused a bond an honest appeal can carry");
         } else if (bytes4(error_) == ITaskMarket.MarketDeterrenceTooLow.selector) {
             (uint256 gain, uint256 loss) = _cheat(p, dist, false);
             uint256 slack = (uint256(p.slashAmount) + p.bounty) * 1e27; // 1e-15 of the stakes, times 1e42

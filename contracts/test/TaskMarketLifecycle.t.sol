@@ -119,12 +119,10 @@ contract TaskMarketLifecycleTest is BaseTest {
     /// campaign catches it only when its random sequence has the liar vote first on honest work.
     function test_ALoneInvalidVoteCastFirstDoesNotReject() public {
         address[] memory assigned = lens.assignedValidators(honestA);
-        vm.prank(assigned[0]);
-        market.attest(honestA, false, "a lie");
+        _vote(assigned[0], honestA, false, "a lie");
         assertTrue(!market.getSubmission(honestA).rejected, "one invalid vote of three rejects nothing");
         for (uint256 j = 1; j < assigned.length; ++j) {
-            vm.prank(assigned[j]);
-            market.attest(honestA, true, "checked");
+            _vote(assigned[j], honestA, true, "checked");
         }
         _warpToFinal(taskId, 0);
         market.finaliseRound(taskId);
@@ -136,12 +134,9 @@ contract TaskMarketLifecycleTest is BaseTest {
 
     function test_MinorityValidatorPenalisedAndLosesFee() public {
         address[] memory assigned = lens.assignedValidators(cheat);
-        vm.prank(assigned[0]);
-        market.attest(cheat, true, "lazy");
-        vm.prank(assigned[1]);
-        market.attest(cheat, false, "e1");
-        vm.prank(assigned[2]);
-        market.attest(cheat, false, "e2");
+        _vote(assigned[0], cheat, true, "lazy");
+        _vote(assigned[1], cheat, false, "e1");
+        _vote(assigned[2], cheat, false, "e2");
         _warpToFinal(taskId, 0);
         market.finaliseRound(taskId);
         uint256 lazyStake = stakes.accountOf(assigned[0]).staked;
@@ -156,8 +151,7 @@ contract TaskMarketLifecycleTest is BaseTest {
 
     function test_MissingValidatorMarkedAndUnpaid() public {
         address[] memory assigned = lens.assignedValidators(honestA);
-        vm.prank(assigned[0]);
-        market.attest(honestA, true, "e");
+        _vote(assigned[0], honestA, true, "e");
         _warpToFinal(taskId, 0);
         market.finaliseRound(taskId);
         vm.expectEmit();
@@ -316,19 +310,23 @@ contract TaskMarketLifecycleTest is BaseTest {
         address outsider = _unassignedValidator(assigned);
         vm.prank(outsider);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAssigned.selector, honestA, outsider));
-        market.attest(honestA, true, "e");
-        vm.prank(assigned[0]);
-        market.attest(honestA, true, "e");
+        market.commitAttestation(honestA, keccak256("a guess"));
+        _vote(assigned[0], honestA, true, "e");
         vm.prank(assigned[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketAlreadyVoted.selector, honestA, assigned[0]));
-        market.attest(honestA, false, "e");
+        market.commitAttestation(honestA, keccak256("another"));
         uint256 unknown = lens.submissionIdOf(taskId, 0, auditor);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketUnknownSubmission.selector, unknown));
-        market.attest(unknown, true, "e");
+        market.commitAttestation(unknown, keccak256("x"));
         _warpToChallenge(taskId, 0);
+        (, uint256 validateDeadline,) = lens.deadlinesOf(taskId, 0);
         vm.prank(assigned[1]);
-        vm.expectRevert();
-        market.attest(honestA, true, "late");
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                ITaskMarket.MarketOutsideWindow.selector, block.timestamp, _revealFrom(honestA), validateDeadline
+            )
+        );
+        market.attest(honestA, true, "late", _voteSalt(assigned[1], honestA));
     }
 
     function test_RevertWhen_AttestUnsampled() public {
@@ -346,7 +344,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         assertEq(lens.assignedValidators(id).length, 0, "nobody assigned");
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotSampled.selector, id));
-        market.attest(id, true, "e");
+        market.commitAttestation(id, bytes32(0));
     }
 
     function test_RevertWhen_DisputeWrongly() public {
@@ -386,13 +384,10 @@ contract TaskMarketLifecycleTest is BaseTest {
     ///      campaign overturns what it lets through, so the campaign alone does not always catch it).
     function test_TwoInvalidVotesOfThreeReject() public {
         address[] memory assigned = lens.assignedValidators(cheat);
-        vm.prank(assigned[0]);
-        market.attest(cheat, true, "bafy-evidence");
-        vm.prank(assigned[1]);
-        market.attest(cheat, false, "bafy-evidence");
+        _vote(assigned[0], cheat, true, "bafy-evidence");
+        _vote(assigned[1], cheat, false, "bafy-evidence");
         assertTrue(!market.getSubmission(cheat).rejected, "one of three");
-        vm.prank(assigned[2]);
-        market.attest(cheat, false, "bafy-evidence");
+        _vote(assigned[2], cheat, false, "bafy-evidence");
         assertTrue(market.getSubmission(cheat).rejected, "two of three reject");
     }
 

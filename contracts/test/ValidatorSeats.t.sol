@@ -27,11 +27,9 @@ contract ValidatorSeatsTest is BaseTest {
         address[] memory assigned = lens.assignedValidators(cheat);
         assertEq(assigned.length, 5, "every validator checks");
         lazy = assigned[0];
-        vm.prank(lazy);
-        market.attest(cheat, true, "lazy");
+        _vote(lazy, cheat, true, "lazy");
         for (uint256 j = 1; j < assigned.length; ++j) {
-            vm.prank(assigned[j]);
-            market.attest(cheat, false, "caught");
+            _vote(assigned[j], cheat, false, "caught");
         }
         assertEq(market.seatOf(taskId, lazy).pendingVotes, 1, "the vote is pending");
     }
@@ -73,7 +71,7 @@ contract ValidatorSeatsTest is BaseTest {
         assertTrue(_isIn(lens.assignedValidators(next), lazy), "still drawn");
         vm.prank(lazy);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketValidatorBenched.selector, taskId, lazy));
-        market.attest(next, true, "e");
+        market.commitAttestation(next, bytes32(0));
         _warpToChallenge(taskId, 1);
         vm.prank(lazy);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketValidatorBenched.selector, taskId, lazy));

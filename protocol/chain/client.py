@@ -16,7 +16,7 @@ from protocol.accounts import Signer
 from protocol.chain.assignment import Member
 from protocol.chain.connection import Chain
 from protocol.chain.deployment import Deployment
-from protocol.chain.ids import checkpoint_digests, submission_id
+from protocol.chain.ids import checkpoint_digests, reveal_from, submission_id, vote_commitment
 from protocol.chain.params import TaskParams
 from protocol.chain.seeds import HASH_HORIZON, header_rlp
 from protocol.errors import ChainError, ConfigError
@@ -130,6 +130,7 @@ class SubmissionState:
     settled: bool
     canary: bool  # revealed as a canary by the task's creator
     tag: bytes  # the first 12 bytes of the tag sent with the work
+    committed_mask: int  # the check positions whose holders committed a vote (`voted_mask`: those revealed)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,12 @@ class Deadlines:
     submit: int
     validate: int
     challenge: int
+
+    @property
+    def votes_revealed_from(self) -> int:
+        """Where the validate window's reveal phase starts, its last quarter (`Ids.revealFrom`): commitments before,
+        reveals from here to the validate deadline."""
+        return reveal_from(self.validate, self.validate - self.submit)
 
     @property
     def reveals_end(self) -> int:
@@ -353,10 +360,19 @@ class Crucible:
         header = self.block_header(state.seed_block) if head - state.seed_block <= HASH_HORIZON else b""
         return self.chain.transact(self.market.functions.fixDisputeSeed(submission, header), signer)
 
-    def attest(self, signer: Signer, submission: int, valid: bool, evidence_cid: str) -> TxReceipt:
-        """Attests an assigned submission."""
+    def commit_attestation(
+        self, signer: Signer, submission: int, valid: bool, evidence_cid: str, salt: bytes
+    ) -> TxReceipt:
+        """Commits to a verdict on an assigned submission in the commit phase (`vote_commitment` hides it: keep
+        `salt` until the reveal, see `attest`)."""
         checked_cid(evidence_cid, "evidence CID")
-        return self.chain.transact(self.market.functions.attest(submission, valid, evidence_cid), signer)
+        commitment = vote_commitment(submission, signer.address, valid, evidence_cid, salt)
+        return self.chain.transact(self.market.functions.commitAttestation(submission, commitment), signer)
+
+    def attest(self, signer: Signer, submission: int, valid: bool, evidence_cid: str, salt: bytes) -> TxReceipt:
+        """Reveals the verdict committed with `commit_attestation`, in the reveal phase: the vote counts from here."""
+        checked_cid(evidence_cid, "evidence CID")
+        return self.chain.transact(self.market.functions.attest(submission, valid, evidence_cid, salt), signer)
 
     def dispute(self, signer: Signer, submission: int, claim_valid: bool | None = None) -> TxReceipt:
         """Disputes a submission's outcome, paying the task's bond (approved first). `claim_valid` is what the

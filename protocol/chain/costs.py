@@ -12,7 +12,7 @@ GAS = {
     "submitWork": 79_976,
     "settle": 187_881,  # a disputed rejection; an accepted checked submission takes 175,750
     "claim": 44_635,
-    "attest": 64_513,
+    "vote": 81_826 + 50_426,  # a validator's commitment, then its reveal (`attest`)
     "fixCheckSeed": 90_506 + 78_058,  # asking for the seed block, then fixing the seed
     "proposeCheckpoint": 115_023,
     "finaliseRound": 152_795,
@@ -23,7 +23,7 @@ L1_GAS = {
     "submitWork": 2_825,
     "settle": 1_600,
     "claim": 1_600,
-    "attest": 2_437,
+    "vote": 1_600 + 2_437,  # the commitment (at the 100-byte floor), then the reveal (the CID and the salt)
     "fixCheckSeed": 1_600 + 5_341,  # the request, then the fix (which carries the seed block's header)
     "proposeCheckpoint": 2_048,
     "finaliseRound": 1_600,
@@ -46,12 +46,13 @@ def round_calls(
     trainers: int, validators: int, sample_rate: float, validators_per_check: int
 ) -> tuple[dict[str, int], dict[str, int]]:
     """How often each call is sent in a round with `trainers` submissions and `validators` seated, by the
-    trainers and by the validators: each sampled submission gets `validators_per_check` attestations,
+    trainers and by the validators: each sampled submission gets `validators_per_check` votes (each a commitment
+    and its reveal),
     `validators_per_check` aggregators propose, one sender fixes the seed and one finalises, and every
     participant claims once (claims gather credits: once a round is the most)."""
     by_trainers = {"submitWork": trainers, "settle": trainers, "claim": trainers}
     by_validators = {
-        "attest": round(trainers * sample_rate * validators_per_check),
+        "vote": round(trainers * sample_rate * validators_per_check),
         "proposeCheckpoint": validators_per_check,
         "fixCheckSeed": 1,
         "finaliseRound": 1,

@@ -315,6 +315,29 @@ def finish_check_seed(crucible: Crucible, signer: Signer, task_id: int) -> TxRec
     return crucible.fix_check_seed(signer, task_id)
 
 
+def vote_all(
+    crucible: Crucible, ballots: list[tuple[int, Signer, bool, str]]
+) -> tuple[list[TxReceipt], list[TxReceipt]]:
+    """Each ballot's (submission, voter, verdict, evidence CID) whole vote, the submissions all of one round: every
+    commitment now (the commit phase), the devnet's clock moved to the round's reveal phase, then every reveal.
+    Returns the commitments' receipts and the reveals'. The salts are derived from the submission and the voter: a
+    devnet's votes, not a secret."""
+    from eth_utils import keccak
+
+    salts = [keccak(text=f"devnet vote {sid} {signer.address}") for sid, signer, _, _ in ballots]
+    commits = [
+        crucible.commit_attestation(signer, sid, valid, evidence, salt)
+        for (sid, signer, valid, evidence), salt in zip(ballots, salts, strict=True)
+    ]
+    for task_round in sorted({(sid >> 192, (sid >> 160) & 0xFFFFFFFF) for sid, _, _, _ in ballots}):
+        warp_to(crucible.chain, crucible.deadlines(*task_round).votes_revealed_from)
+    reveals = [
+        crucible.attest(signer, sid, valid, evidence, salt)
+        for (sid, signer, valid, evidence), salt in zip(ballots, salts, strict=True)
+    ]
+    return commits, reveals
+
+
 def finish_dispute_seed(crucible: Crucible, signer: Signer, submission: int) -> TxReceipt:
     """Fixes an open dispute's committee seed: mines past the block the dispute named, as `finish_check_seed`
     does for a round, then fixes it (the committee is empty until then)."""

@@ -61,6 +61,22 @@ def canary_tag(salt: bytes, submission: int) -> bytes:
     return head + keccak(salt + b"rest")[:20]
 
 
+REVEAL_SHARE = 4  # Ids.REVEAL_SHARE: the reveal phase is the validate window's last quarter
+
+
+def vote_commitment(submission: int, voter: str, valid: bool, evidence_cid: str, salt: bytes) -> bytes:
+    """What a validator commits to before revealing its vote (`Ids.voteCommitment`): bound to the voter, so a
+    commitment copied from another's event opens only with that other's reveal."""
+    types = ["uint256", "address", "bool", "string", "bytes32"]
+    return keccak(encode(types, [submission, voter, valid, evidence_cid, salt]))
+
+
+def reveal_from(validate_deadline: int, validate_window: int) -> int:
+    """Where a round's reveal phase starts (`Ids.revealFrom`): commitments before, reveals from here to the
+    validate deadline."""
+    return validate_deadline - validate_window // REVEAL_SHARE
+
+
 def checkpoint_digests(model_cid: str, agreed_cids: Iterable[str]) -> dict[bytes, str]:
     """The CIDs a task's rounds can open on (its first model, then every agreed checkpoint) by the
     digest the market stores for a round's checkpoint: keccak256 of the CID's text."""

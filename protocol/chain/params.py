@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
+from protocol.chain.ids import REVEAL_SHARE
+
 PPM = 1_000_000
 BPS = 10_000
 UINT96_MAX = 2**96 - 1
@@ -23,14 +25,17 @@ SEED_DELAY_BLOCKS = 2  # Seeds.DELAY: a seed block is named this many blocks aft
 def least_windows(block_interval_s: int) -> dict[str, int]:
     """The shortest windows a chain with blocks every `block_interval_s` seconds can serve, by the blocks each must
     hold (what the contract, which counts seconds, cannot see). Submit: the round seen open, and a submission
-    landed. Validate: the seed request lands a block after the submit deadline, names a block `SEED_DELAY_BLOCKS`
-    later, the seed is fixed a block after that one, and an attestation lands a block later still. Challenge: a
-    dispute's committee is seeded the same way and votes within a challenge window from the filing, and a canary's
-    reveal (a block after the validate deadline) lands in the window's first half, a block before its middle."""
+    landed. Validate: its commit phase holds the seed request (a block after the submit deadline), the block
+    `SEED_DELAY_BLOCKS` later it names, the seed fixed a block after that one and a commitment landed a block later
+    still; its reveal phase, the window's last quarter (`REVEAL_SHARE`), two blocks: a reveal sent as the phase opens
+    lands in the next. Challenge: a dispute's committee is seeded the same way and votes within a challenge window
+    from the filing, and a canary's reveal (a block after the validate deadline) lands in the window's first half, a
+    block before its middle."""
     seeded = (SEED_DELAY_BLOCKS + 3) * block_interval_s
+    revealed = REVEAL_SHARE * 2 * block_interval_s  # its quarter holds two blocks (and its rest `seeded`: 6 >= 5)
     return {
         "submit_window_s": max(MIN_WINDOW_S, 2 * block_interval_s),
-        "validate_window_s": max(MIN_WINDOW_S, seeded),
+        "validate_window_s": max(MIN_WINDOW_S, seeded, revealed),
         "challenge_window_s": max(MIN_WINDOW_S, seeded, 4 * block_interval_s),
     }
 

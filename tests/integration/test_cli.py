@@ -257,7 +257,8 @@ def test_bad_input_gets_one_line_and_sends_nothing(net: Devnet, tmp_path: Path) 
 
 def test_a_window_the_chains_blocks_cannot_serve_is_refused(net: Devnet) -> None:
     """On a chain with 12-second blocks the check seed needs five blocks from the submit deadline to the first
-    attestation (request, seed block two later, its reading, the vote): a 30 s validate or challenge window would
+    commitment (request, seed block two later, its reading, the commitment) and the reveal phase, the validate
+    window's last quarter, two more (so 96 s in all): a 30 s validate or challenge window would
     leave every round unverified and every appeal unwinnable. `task create` measures the interval and refuses in
     one line with the least window that fits, nothing sent; that window itself is accepted. Broken version: drop
     `check_windows_served` from `draft_task` (cli/task_checks.py) → the 30 s task is created."""
@@ -269,15 +270,18 @@ def test_a_window_the_chains_blocks_cannot_serve_is_refused(net: Devnet) -> None
     chain.w3.provider.make_request("anvil_mine", [hex(INTERVAL_BLOCKS + 1), hex(12)])  # type: ignore[arg-type]
     try:
         windows = {"--submit-window": "300", "--validate-window": "300", "--challenge-window": "300"}
-        for option in ("--validate-window", "--challenge-window"):
+        for option, least in (("--validate-window", 96), ("--challenge-window", 60)):
             args = [arg for pair in {**windows, option: "30"}.items() for arg in pair]
             assert_one_line_error(
                 net.run(*create_task(MODEL_CID), "--model", MODEL_CID, *args),
-                f"refused: {option} 30 s is too short for this chain's blocks (one every 12 s): it needs at least 60 s",
+                f"refused: {option} 30 s is too short for this chain's blocks (one every 12 s): it needs at least "
+                f"{least} s",
             )
         assert chain.w3.eth.get_transaction_count(dev0) == nonce, "nothing was sent"
         assert len(net.run("task", "list", "--json").json()["tasks"]) == count  # type: ignore[arg-type]
-        args = [arg for pair in {**windows, "--validate-window": "60"}.items() for arg in pair]
+        args = [
+            arg for pair in {**windows, "--validate-window": "96", "--challenge-window": "60"}.items() for arg in pair
+        ]
         created = net.run(*create_task(MODEL_CID), "--model", MODEL_CID, *args, "--json")
         assert created.code == 0, created.stderr
     finally:
@@ -489,7 +493,7 @@ def test_a_plan_says_what_the_bounty_buys_before_anything_is_paid(
     assert timing["round_period_s"] == 900 and timing["task_wall_s"] == 900 + 900  # three 300 s windows, sequential
     # The devnet's one-second blocks: the least windows are the market's least (5 s each).
     assert timing["block_interval_s"] == 1, timing
-    assert timing["least_windows_s"] == {"submit": 5, "validate": 5, "challenge": 5}, timing
+    assert timing["least_windows_s"] == {"submit": 5, "validate": 8, "challenge": 5}, timing
     suggested = timing["suggested"]
     # The window holds a round 20 % slower than the rehearsed one, plus its landing (a window of the work alone,
     # as the plan once gave, fails here); the busy share is the work over the period those windows give.

@@ -79,11 +79,16 @@ def by_address(dev: list[Signer]) -> dict[str, Signer]:
     return {signer.address: signer for signer in dev}
 
 
+def ballots(crucible: Crucible, dev: list[Signer], sid: int, valid: bool) -> list[tuple[int, Signer, bool, str]]:
+    """Every assigned validator's vote `valid` on `sid` (one vote covers every position a validator holds)."""
+    return [(sid, by_address(dev)[address], valid, cid(f"evidence-{sid}-{address}"))
+            for address in dict.fromkeys(crucible.assigned_validators(sid))]  # fmt: skip
+
+
 def attest_all(crucible: Crucible, dev: list[Signer], sid: int, valid: bool) -> list[str]:
-    assigned = crucible.assigned_validators(sid)
-    for address in dict.fromkeys(assigned):  # one vote covers every position a validator holds
-        crucible.attest(by_address(dev)[address], sid, valid, cid(f"evidence-{sid}-{address}"))
-    return assigned
+    """Every assigned validator commits `valid` on `sid` and reveals it (the clock moves to the reveal phase)."""
+    devnet.vote_all(crucible, ballots(crucible, dev, sid, valid))
+    return crucible.assigned_validators(sid)
 
 
 def test_ids_and_commitments_match_the_contract(crucible: Crucible, dev: list[Signer]) -> None:
@@ -115,9 +120,8 @@ def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
         assigned = crucible.assigned_validators(sid)
         assert crucible.is_sampled(sid) and len(assigned) == 3
         assert set(assigned) <= set(crucible.validators_of(task_id))
-    attest_all(crucible, dev, honest_a, True)
-    attest_all(crucible, dev, honest_b, True)
-    attest_all(crucible, dev, cheat, False)
+    devnet.vote_all(crucible, ballots(crucible, dev, honest_a, True) + ballots(crucible, dev, honest_b, True)
+                    + ballots(crucible, dev, cheat, False))  # fmt: skip
     assert crucible.submission(cheat).rejected
     assert crucible.round(task_id, 0).included_units == 400
 
@@ -233,9 +237,8 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
     sid = crucible.submit_work(dev[1], task_id, 0, cid("r"), cid("u"), 10, bytes(32))
     crucible = fix_check_seed_where(crucible.chain.rpc_url, crucible.deployment, dev[0], task_id, distinct_checks(sid))
     lazy, *honest = crucible.assigned_validators(sid)
-    crucible.attest(by_address(dev)[lazy], sid, True, cid("lazy"))
-    for address in honest:
-        crucible.attest(by_address(dev)[address], sid, False, cid(f"caught-{address}"))
+    caught = [(sid, by_address(dev)[address], False, cid(f"caught-{address}")) for address in honest]
+    devnet.vote_all(crucible, [(sid, by_address(dev)[lazy], True, cid("lazy")), *caught])
     assert crucible.seat_of(task_id, lazy).pending_votes == 1
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).challenge)
     crucible.finalise_round(dev[0], task_id)
@@ -274,7 +277,7 @@ def test_a_losing_vote_is_answered_for_before_leaving_and_can_cost_the_seat(
 
     crucible = fix_check_seed_where(crucible.chain.rpc_url, crucible.deployment, dev[0], task_id, someone_else)
     voter = next(a for a in crucible.assigned_validators(sid) if a != lazy)  # it votes all the positions it holds
-    crucible.attest(by_address(dev)[voter], sid, True, cid("r1-vote"))
+    devnet.vote_all(crucible, [(sid, by_address(dev)[voter], True, cid("r1-vote"))])
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 1).challenge)
     crucible.finalise_round(dev[0], task_id)
     assert crucible.task(task_id).ended
@@ -314,9 +317,7 @@ def test_the_draw_twin_is_the_market_bit_for_bit(crucible: Crucible, dev: list[S
         assert holders(members, drawn) == crucible.assigned_validators(sid)
     drawn = aggregator_positions(state.check_seed, state.seat_stake, k)
     assert holders(members, drawn) == crucible.aggregators(task_id, 0)
-    for sid in ids:
-        for address in dict.fromkeys(crucible.assigned_validators(sid)):
-            crucible.attest(by_address(dev)[address], sid, True, cid(f"e-{sid}-{address}"))
+    devnet.vote_all(crucible, [ballot for sid in ids for ballot in ballots(crucible, dev, sid, True)])
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).validate)
     disputed = ids[0]
     crucible.dispute(dev[9], disputed)
@@ -412,13 +413,11 @@ def test_a_canary_slashes_its_lazy_checkers_and_pays_its_catcher(
     assert crucible.submission(planted).tag == canary.tag(market, planted)[:12]
     crucible = fix_check_seed_where(crucible.chain.rpc_url, crucible.deployment, dev[0], task_id,
                                     distinct_checks(planted))  # fmt: skip
-    for sid in ids:
-        attest_all(crucible, dev, sid, True)
     assigned = crucible.assigned_validators(planted)
     lazy, catcher = assigned[:2], assigned[2]
-    for address in lazy:
-        crucible.attest(by_address(dev)[address], planted, True, cid("not checked"))
-    crucible.attest(by_address(dev)[catcher], planted, False, cid("checked"))
+    devnet.vote_all(crucible, [ballot for sid in ids for ballot in ballots(crucible, dev, sid, True)]
+                    + [(planted, by_address(dev)[address], True, cid("not checked")) for address in lazy]
+                    + [(planted, by_address(dev)[catcher], False, cid("checked"))])  # fmt: skip
     assert not crucible.submission(planted).rejected
     deadlines = crucible.deadlines(task_id, 0)
     with pytest.raises(ContractRevert, match="MarketOutsideWindow"):

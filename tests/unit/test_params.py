@@ -4,9 +4,11 @@ from math import comb
 import pytest
 from pydantic import ValidationError
 
+from protocol.chain.ids import reveal_from
 from protocol.chain.params import (
     ONE,
     PPM,
+    SEED_DELAY_BLOCKS,
     TaskParams,
     demo_task_params,
     honest_majority,
@@ -182,12 +184,16 @@ def test_least_deterrent_slash_is_the_boundary() -> None:
 
 def test_the_least_windows_hold_the_blocks_each_needs() -> None:
     """On 12-second blocks: a submission lands in two blocks; a check's seed is requested, seeded two blocks later,
-    read, and attested on, five blocks (a 30 s window held none of it); a canary's reveal lands in the challenge
-    window's first half. On one-second blocks every window is the market's least. Broken version: count the seed's
-    delay alone (2 blocks) → 24 s, and the assertion fails."""
-    assert least_windows(12) == {"submit_window_s": 24, "validate_window_s": 60, "challenge_window_s": 60}
-    assert least_windows(1) == {"submit_window_s": 5, "validate_window_s": 5, "challenge_window_s": 5}
-    assert least_windows(2)["validate_window_s"] == 10
+    read, and committed to, five blocks, before the reveal phase, the validate window's last quarter, which must hold
+    two (a 30 s window held none of it); a canary's reveal lands in the challenge window's first half. On one-second
+    blocks the validate window needs eight. Broken version: count the seed's blocks alone (5) for the validate window
+    → 60 s, whose 15 s reveal phase holds one block, and the assertion fails."""
+    assert least_windows(12) == {"submit_window_s": 24, "validate_window_s": 96, "challenge_window_s": 60}
+    assert least_windows(1) == {"submit_window_s": 5, "validate_window_s": 8, "challenge_window_s": 5}
+    for interval in (1, 2, 5, 12):
+        validate = least_windows(interval)["validate_window_s"]
+        reveal = validate - reveal_from(validate, validate)  # the reveal phase, as the market cuts it
+        assert reveal >= 2 * interval and validate - reveal >= (SEED_DELAY_BLOCKS + 3) * interval
 
 
 def test_an_honest_appeal_does_not_lose() -> None:

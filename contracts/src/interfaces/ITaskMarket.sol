@@ -89,7 +89,7 @@ interface ITaskMarket {
     struct Round {
         bytes32 workSeed;
         bytes32 checkSeed;
-        // What submitWork and attest write sits in one slot.
+        // What submitWork and an attestation write sits in one slot.
         uint40 openedAt;
         uint32 submissionCount;
         uint32 validatorCount;
@@ -100,7 +100,7 @@ interface ITaskMarket {
         /// Work units the trainer budget is shared over: included submissions and revealed canaries.
         uint96 includedUnits;
         uint8 canaries; // revealed canaries
-        uint32 attestCount;
+        uint32 attestCount; // check positions committed to (each earns a fee share, or a penalty when unrevealed)
         uint32 checksRemaining;
         uint96 unitsRemaining;
         // Written together when the seed is requested.
@@ -133,6 +133,8 @@ interface ITaskMarket {
         bool canary;
         /// The first 12 bytes of the tag sent with the work: random for real work, {Ids-canaryTag} for a canary.
         bytes12 tag;
+        /// The check positions whose holders committed a vote ({commitAttestation}); `votedMask` those revealed.
+        uint16 committedMask;
     }
 
     /// @notice A dispute as stored; at most one per submission.
@@ -220,7 +222,10 @@ interface ITaskMarket {
     event CheckSeedRequested(uint256 indexed taskId, uint256 indexed round, uint256 seedBlock, uint32 validatorCount);
     /// @notice A round's check seed was fixed from the prevrandao of its requested block.
     event CheckSeedFixed(uint256 indexed taskId, uint256 indexed round, bytes32 checkSeed, uint32 validatorCount);
-    /// @notice An assigned validator's verdict on a submission, with the CID of its evidence.
+    /// @notice An assigned validator committed to a verdict it will reveal from the reveal phase ({attest}):
+    ///         `commitment` hides the verdict, its evidence CID and a salt ({Ids-voteCommitment}).
+    event AttestationCommitted(uint256 indexed submissionId, address indexed validator, bytes32 commitment);
+    /// @notice An assigned validator's verdict on a submission, with the CID of its evidence: the reveal of its commitment.
     event Attested(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
     /// @notice A majority of a submission's assigned validators found it invalid (or a dispute upheld that).
     event SubmissionRejected(uint256 indexed submissionId);
@@ -256,7 +261,8 @@ interface ITaskMarket {
     );
     /// @notice A submission's outcome was paid: the reward credited, or the stake slashed.
     event Settled(uint256 indexed submissionId, bool rejected, uint256 reward, uint256 slashed);
-    /// @notice An assigned validator did not attest by the deadline; it earns no fee for that submission.
+    /// @notice An assigned validator did not reveal a vote by the deadline; it earns no fee for that submission (and
+    ///         is penalised, {ValidatorPenalised}, when it committed one: a withheld reveal costs what a wrong vote does).
     event ValidatorMissed(uint256 indexed submissionId, address indexed validator);
     /// @notice An assigned validator voted against the outcome a dispute established, and was slashed.
     event ValidatorPenalised(uint256 indexed submissionId, address indexed validator, uint256 slashed);
@@ -308,6 +314,10 @@ interface ITaskMarket {
     error MarketNotAssigned(uint256 submissionId, address validator);
     /// @notice The caller already attested to or voted on this submission.
     error MarketAlreadyVoted(uint256 submissionId, address validator);
+    /// @notice The caller committed no vote on this submission, so it has none to reveal.
+    error MarketNoCommitment(uint256 submissionId, address validator);
+    /// @notice The revealed verdict, evidence CID and salt are not what the caller committed to.
+    error MarketRevealMismatch(uint256 submissionId, address validator);
     /// @notice The validator already joined this task.
     error MarketAlreadyJoined(uint256 taskId, address validator);
     /// @notice The validator has not joined this task.
@@ -444,11 +454,22 @@ interface ITaskMarket {
     ///        of another block fixes nothing.
     function fixCheckSeed(uint256 taskId, bytes calldata header) external;
 
-    /// @notice Attest a sampled submission the caller is assigned to, before the attestation deadline.
+    /// @notice Commit to a verdict on a sampled submission the caller is assigned to, in the commit phase: from the
+    ///         submission deadline (once the check seed is fixed) to the reveal phase, the validate window's last
+    ///         quarter ({Ids-revealFrom}). Nobody's verdict is public before the commit phase closes, so waiting for
+    ///         others' votes shows nothing to copy. A commitment not revealed by the validate deadline is
+    ///         penalised like a wrong vote.
+    /// @param submissionId The submission.
+    /// @param commitment `Ids.voteCommitment(submissionId, caller, valid, evidenceCid, salt)`.
+    function commitAttestation(uint256 submissionId, bytes32 commitment) external;
+
+    /// @notice Reveal the caller's committed verdict, in the reveal phase (to the validate deadline): the vote counts
+    ///         from here.
     /// @param submissionId The submission.
     /// @param valid The verdict.
     /// @param evidenceCid CID of the evidence file.
-    function attest(uint256 submissionId, bool valid, string calldata evidenceCid) external;
+    /// @param salt The secret the commitment was made with.
+    function attest(uint256 submissionId, bool valid, string calldata evidenceCid, bytes32 salt) external;
 
     /// @notice Dispute a submission's outcome during the challenge window, with the task's bond.
     ///         Against a rejection only its trainer may dispute; against an acceptance (sampled or

@@ -7,6 +7,9 @@ import {ITaskMarket} from "../interfaces/ITaskMarket.sol";
 /// @notice Submission ids, commitments, deadlines and the window check, computed one way for the market, its lens and
 ///         (in `protocol/chain/ids.py`) every off-chain role.
 library Ids {
+    /// @dev The reveal phase is this part of the validate window (one quarter).
+    uint256 internal constant REVEAL_SHARE = 4;
+
     /// @dev `taskId << 192 | round << 160 | trainer`: one submission per trainer and round.
     function submissionId(uint256 taskId, uint256 round, address trainer) internal pure returns (uint256) {
         return (taskId << 192) | (round << 160) | uint256(uint160(trainer));
@@ -47,6 +50,24 @@ library Ids {
     ///      to the submission's id (task, round and sender), so one salt opens one canary.
     function canaryTag(bytes32 salt, uint256 id) internal pure returns (bytes12) {
         return bytes12(keccak256(abi.encode(salt, "crucible-canary", id)));
+    }
+
+    /// @dev What a validator commits to at {ITaskMarket-commitAttestation} and opens at {ITaskMarket-attest}. Bound to
+    ///      the voter, so a commitment copied from another's event opens only with that other's reveal, never with
+    ///      the copier's.
+    function voteCommitment(uint256 id, address voter, bool valid, string calldata evidenceCid, bytes32 salt)
+        internal
+        pure
+        returns (bytes32)
+    {
+        return keccak256(abi.encode(id, voter, valid, evidenceCid, salt));
+    }
+
+    /// @dev Where a round's reveal phase starts: the last quarter of its validate window (at least a second of the
+    ///      contract's five-second least window; `least_windows` asks for what a chain's blocks need). Before it,
+    ///      commitments; from it to the validate deadline, reveals.
+    function revealFrom(uint256 validateDeadline, uint256 validateWindow) internal pure returns (uint256) {
+        return validateDeadline - validateWindow / REVEAL_SHARE;
     }
 
     /// @dev A round's deadlines from its opening time and the task's windows: submissions until the

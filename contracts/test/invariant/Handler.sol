@@ -47,7 +47,8 @@ contract Handler is ProtocolFixture {
     uint256 public ghost_doubleSettles;
     uint256 public ghost_foreignClaims;
     uint256 public ghost_maxSubmitGas;
-    uint256 public ghost_maxAttestGas;
+    uint256 public ghost_maxCommitGas;
+    uint256 public ghost_maxRevealGas;
     uint256 public ghost_maxClaimGas;
     mapping(bytes32 commitment => bool) public ghost_commitmentSeen;
     uint256 public ghost_commitmentRepeats;
@@ -461,9 +462,9 @@ contract Handler is ProtocolFixture {
             uint256 id = submissions[k];
             if (settledByHandler[id] || !lens.isSampled(id)) continue;
             address[] memory assigned = lens.assignedValidators(id);
-            uint256 voted = market.getSubmission(id).votedMask;
+            uint256 committed = market.getSubmission(id).committedMask;
             for (uint256 j = 0; j < assigned.length; ++j) {
-                if (assigned[j] == validator && voted & (1 << j) != 0) ++count;
+                if (assigned[j] == validator && committed & (1 << j) != 0) ++count;
             }
         }
     }
@@ -489,11 +490,12 @@ contract Handler is ProtocolFixture {
                 else if (block.timestamp < challengeDeadline) target = challengeDeadline;
                 else target = _max(target, lens.finalFromOf(taskId, task.currentRound));
             }
-            // Diligent validators: before time passes a live round's attestation deadline, the honest ones
-            // attest (oldest round first: its deadlines come first).
+            // Diligent validators: before time passes a live round's reveal phase, the honest ones commit and
+            // reveal (oldest round first: its deadlines come first).
             for (uint256 r = task.currentRound; r <= task.openRound; ++r) {
                 (submitDeadline, validateDeadline,) = lens.deadlinesOf(taskId, r);
-                if (target < validateDeadline || block.timestamp >= validateDeadline) continue;
+                uint256 revealFrom = validateDeadline - task.validateWindow / 4;
+                if (target < revealFrom || block.timestamp >= validateDeadline) continue;
                 if (block.timestamp < submitDeadline) {
                     vm.warp(submitDeadline);
                     vm.roll(block.number + 1);
@@ -516,28 +518,59 @@ contract Handler is ProtocolFixture {
 
     // ------------------------------------------------------------ helpers
 
+    /// The honest validators' whole votes on the round: committed now (the commit phase), revealed at the reveal
+    /// phase's start, and time back where it was (one seat's commit and another's reveal commute: a commitment reads
+    /// nothing a reveal writes, and nothing records when a vote was revealed). Liars vote when `attest` says.
     function _attestRoundHonestly(uint256 round) internal {
         for (uint256 i = 0; i < submissions.length; ++i) {
             uint256 id = submissions[i];
             (, uint256 r,) = _decode(id);
-            if (r != round) continue;
+            if (r != round || !lens.isSampled(id)) continue;
             address[] memory assigned = lens.assignedValidators(id);
+            uint256 now_ = block.timestamp;
+            for (uint256 j = 0; j < assigned.length; ++j) {
+                if (!isLiar[assigned[j]] && now_ < _revealFrom(id)) _attestIfNotYet(id, assigned[j], assigned);
+            }
+            vm.warp(_max(now_, _revealFrom(id)));
             for (uint256 j = 0; j < assigned.length; ++j) {
                 if (!isLiar[assigned[j]]) _attestIfNotYet(id, assigned[j], assigned);
             }
+            vm.warp(now_);
         }
     }
 
+    /// `validator`'s vote in the phase it is in: its commitment in the commit phase, its reveal in the reveal phase.
     function _attestIfNotYet(uint256 id, address validator, address[] memory assigned) internal {
         uint256 slot;
         while (assigned[slot] != validator) ++slot;
-        if (market.getSubmission(id).votedMask & (1 << slot) != 0) return;
+        ITaskMarket.Submission memory sub = market.getSubmission(id);
         bool valid = isLiar[validator] ? isCheat[id] : !isCheat[id];
-        vm.prank(validator);
-        uint256 gasBefore = gasleft();
-        market.attest(id, valid, "bafy-evidence");
-        uint256 used = gasBefore - gasleft();
-        if (used > ghost_maxAttestGas) ghost_maxAttestGas = used;
+        bytes32 salt = keccak256(abi.encode("vote", validator, id));
+        uint256 gasBefore;
+        uint256 used;
+        if (block.timestamp < _revealFrom(id)) {
+            if (sub.committedMask & (1 << slot) != 0) return;
+            bytes32 commitment = keccak256(abi.encode(id, validator, valid, "bafy-evidence", salt));
+            vm.prank(validator);
+            gasBefore = gasleft();
+            market.commitAttestation(id, commitment);
+            used = gasBefore - gasleft();
+            if (used > ghost_maxCommitGas) ghost_maxCommitGas = used;
+        } else {
+            if (sub.committedMask & (1 << slot) == 0 || sub.votedMask & (1 << slot) != 0) return;
+            vm.prank(validator);
+            gasBefore = gasleft();
+            market.attest(id, valid, "bafy-evidence", salt);
+            used = gasBefore - gasleft();
+            if (used > ghost_maxRevealGas) ghost_maxRevealGas = used;
+        }
+    }
+
+    /// Where the reveal phase of `id`'s round starts (the validate window's last quarter).
+    function _revealFrom(uint256 id) internal view returns (uint256) {
+        (uint256 tid, uint256 round,) = _decode(id);
+        (, uint256 validateDeadline,) = lens.deadlinesOf(tid, round);
+        return validateDeadline - market.getTask(tid).validateWindow / 4;
     }
 
     /// Honest committee members always vote before a dispute is resolved.
