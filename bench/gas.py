@@ -111,8 +111,10 @@ def lifecycle_receipts(crucible: Crucible, dev: list[Signer]) -> dict[str, list[
     record("revealCanary", crucible.reveal_canary(dev[0], planted, canary.salt(crucible.market.address, planted)))
     record("dispute", chain.transact(_approve_then(crucible, dev[3], ids[2]), dev[3]))
     record("fixDisputeSeed", devnet.finish_dispute_seed(crucible, dev[0], ids[2]))
-    for address in dict.fromkeys(crucible.dispute_committee(ids[2])):
-        record("voteDispute", crucible.vote_dispute(by_address[address], ids[2], False, CID))
+    members = [(by_address[address], False, CID) for address in dict.fromkeys(crucible.dispute_committee(ids[2]))]
+    for committed, revealed in zip(*devnet.vote_dispute_all(crucible, ids[2], members), strict=True):
+        record("commitDisputeVote", committed)
+        record("voteDispute (reveal)", revealed)
     record("resolveDispute", crucible.resolve_dispute(dev[0], ids[2]))
     for address in dict.fromkeys(crucible.aggregators(task_id, 0)):
         record("proposeCheckpoint", crucible.propose_checkpoint(by_address[address], task_id, 0, CID))

@@ -42,9 +42,9 @@ class Clock:
 
     def play(self) -> None:
         """Moves the clock from deadline to deadline until the task ends: each time the work due before the
-        nearest one is done (every trainer submitted or skipped, every check attested, the next checkpoint
-        agreed). With pipelining, a round that can open ahead is waited for first: its trainers then work
-        while the round before it is validated."""
+        nearest one is done (every trainer submitted or skipped, every check committed to, then revealed, the
+        next checkpoint agreed). With pipelining, a round that can open ahead is waited for first: its trainers
+        then work while the round before it is validated."""
         crucible, task_id, last = self.crucible, self.task_id, self.rounds - 1
         while not (task := crucible.task(task_id)).ended:
             now = crucible.chain.now()
@@ -59,9 +59,12 @@ class Clock:
                 deadlines = crucible.deadlines(task_id, r)
                 if now < deadlines.submit:
                     due.append((deadlines.submit, True, f"round {r} of 0-{last}: trainers working", self._submitted(r)))
+                elif now < deadlines.votes_revealed_from:
+                    due.append((deadlines.votes_revealed_from, False, f"round {r} of 0-{last}: validators checking",
+                                self._checked(r, "committed_mask")))  # fmt: skip
                 elif now < deadlines.validate:
-                    due.append((deadlines.validate, False, f"round {r} of 0-{last}: validators checking",
-                                self._checked(r)))  # fmt: skip
+                    due.append((deadlines.validate, False, f"round {r} of 0-{last}: validators revealing",
+                                self._checked(r, "voted_mask")))  # fmt: skip
                 elif r == task.current_round and self.canaries and now < deadlines.reveals_end:
                     # The canaries are revealed in the challenge window's first half; validators dispute after it.
                     due.append((deadlines.reveals_end, False, f"round {r} of 0-{last}: revealing canaries",
@@ -107,13 +110,15 @@ class Clock:
 
         return done
 
-    def _checked(self, round_index: int) -> Condition:
-        """Whether every position of every check of the round was voted (a validator holding several of a
-        check's positions votes them at once)."""
+    def _checked(self, round_index: int, mask: str) -> Condition:
+        """Whether every position of every check of the round was committed to (`mask` "committed_mask", the
+        commit phase's work) or revealed ("voted_mask", the reveal phase's); a validator holding several of a
+        check's positions votes them at once."""
 
         def done() -> bool:
             ids = [int(e["submissionId"]) for e in self.crucible.submissions(self.task_id, round_index)]
-            return sum(self.crucible.submission(s).voted_mask.bit_count() for s in ids) >= len(ids) * self.per_check
+            marked = sum(getattr(self.crucible.submission(s), mask).bit_count() for s in ids)
+            return marked >= len(ids) * self.per_check
 
         return done
 
@@ -143,14 +148,22 @@ class Clock:
         return all((state := self.crucible.submission(s)).canary or state.disputed for s in planted)
 
     def _close_tied_disputes(self, round_index: int) -> None:
-        """A dispute whose whole committee voted without a majority (a lazy member against an honest one) waits
-        for its deadline: the clock moves there, and the validators resolve it (not upheld)."""
+        """A dispute whose whole committee committed to its votes waits for its reveal phase (the last quarter of
+        its voting time): the clock moves there, and the members reveal. One whose whole committee revealed without
+        a majority (a lazy member against an honest one) waits for its deadline: the clock moves there, and the
+        validators resolve it (not upheld)."""
         now = self.crucible.chain.now()
         for event in self.crucible.submissions(self.task_id, round_index):
             submission = int(event["submissionId"])
             if not self.crucible.submission(submission).disputed:
                 continue
             dispute = self.crucible.dispute_state(submission)
-            if dispute.open and dispute.voted_mask.bit_count() >= self.per_check and now < dispute.deadline:
+            if not dispute.open or now >= dispute.deadline:
+                continue
+            revealed_from = self.crucible.dispute_votes_revealed_from(submission)
+            if dispute.committed_mask.bit_count() >= self.per_check and now < revealed_from:
+                devnet.warp_to(self.crucible.chain, revealed_from)
+                now = revealed_from
+            elif dispute.voted_mask.bit_count() >= self.per_check:
                 devnet.warp_to(self.crucible.chain, dispute.deadline)
                 now = dispute.deadline

@@ -154,6 +154,13 @@ MUTANTS = [
         "            if (!revealed) continue;\n",
         "test_AWithheldRevealIsPenalisedLikeAWrongVote",
     ),
+    (
+        "dispute-reveal-in-commit-phase",
+        DISPUTES,
+        "Ids.within(_revealFrom(task, d), d.deadline);",
+        "Ids.within(0, d.deadline);",
+        "test_ACopyingCommitteeMemberFindsNoVoteToCopy",
+    ),
     # Randomness nobody steers (issue 17): the seed from the caller's block again; a lost dispute block
     # replaced by the voter's choice of parent again.
     (

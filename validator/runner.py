@@ -83,6 +83,9 @@ class _Retry:
     reason: str  # the own fault that put it off
 
 
+_SALT_KEYS = {"attest": "salt", "dispute": "dispute_salt"}
+
+
 class VerdictJournal:
     """Verdicts this validator computed (submission → valid, evidence CID, failed check), kept atomically."""
 
@@ -104,14 +107,21 @@ class VerdictJournal:
         self.entries[str(submission)] = {"valid": valid, "evidence_cid": evidence_cid, "failed_check": failed_check}
         write_json_atomic(self.path, {"verdicts": self.entries})
 
-    def salt(self, submission: int) -> bytes:
-        """The secret its commitment to the submission's verdict is made with: drawn once and stored (atomically)
+    def salt(self, submission: int, purpose: str = "attest") -> bytes:
+        """The secret its commitment to the submission's verdict is made with, one per purpose ("attest", "dispute":
+        a revealed attestation's salt must not open its dispute vote early): drawn once and stored (atomically)
         before the commitment is sent, so a restart reveals what it committed to."""
-        entry = self.entries[str(submission)]
-        if "salt" not in entry:
-            entry["salt"] = secrets.token_bytes(32).hex()
+        entry, key = self.entries[str(submission)], _SALT_KEYS[purpose]
+        if key not in entry:
+            entry[key] = secrets.token_bytes(32).hex()
             write_json_atomic(self.path, {"verdicts": self.entries})
-        return bytes.fromhex(entry["salt"])
+        return bytes.fromhex(entry[key])
+
+    def stored_salt(self, submission: int, purpose: str) -> bytes | None:
+        """The salt stored for `purpose`, None when the journal has none (lost, or never committed)."""
+        entry = self.entries.get(str(submission)) or {}
+        key = _SALT_KEYS[purpose]
+        return bytes.fromhex(entry[key]) if key in entry else None
 
 
 class Validator(Participant):
@@ -274,6 +284,8 @@ class Validator(Participant):
             if revealing:
                 if committed and not self._voted("Attested", submission):
                     self._reveal(round_index, submission, deadlines.validate)
+                elif not committed and submission in self._retries:  # its own fault outlasted the commit phase
+                    self._abstain(submission, f"could not verify: {self._retries[submission].reason}")
             elif committed:
                 continue
             elif self._due(submission):
@@ -299,19 +311,27 @@ class Validator(Participant):
 
     def _reveal(self, round_index: int, submission: int, deadline: int) -> None:
         """Reveals its committed verdict on `submission` (from its journal) while the reveal lands before `deadline`."""
-        known = self.journal.get(submission)
-        if known is None or "salt" not in known:
-            # Its journal lost the secret: the commitment cannot be opened (and will be penalised).
-            self._abstain(submission, "cannot reveal: the journal lost the vote's salt")
+        opened = self._opening(submission, "attest", deadline)
+        if opened is None:
             return
-        if not self.lands_before(deadline, "attest", submission=submission):
-            return
-        valid, evidence_cid = bool(known["valid"]), str(known["evidence_cid"])
+        valid, evidence_cid, salt = opened
         with self.racing("attest", submission=submission):
-            self.crucible.attest(self.signer, submission, valid, evidence_cid, bytes.fromhex(known["salt"]))
+            self.crucible.attest(self.signer, submission, valid, evidence_cid, salt)
             self.summary.attested[str(submission)] = valid
             self.reporter.event("attested", round=round_index, submission=submission, valid=valid,
                                 evidence_cid=evidence_cid)  # fmt: skip
+
+    def _opening(self, submission: int, purpose: str, deadline: int) -> tuple[bool, str, bytes] | None:
+        """What opens its `purpose` ("attest", "dispute") commitment on `submission`: the journaled verdict, evidence
+        CID and salt, when a reveal sent now lands before `deadline`. None otherwise; a journal that lost the salt
+        makes it abstain (the commitment cannot be opened: an attestation's is then slashed as withheld)."""
+        known, salt = self.journal.get(submission), self.journal.stored_salt(submission, purpose)
+        if known is None or salt is None:
+            self._abstain(submission, f"cannot reveal: the journal lost the {purpose} vote's salt")
+            return None
+        if not self.lands_before(deadline, "attest" if purpose == "attest" else "vote_dispute", submission=submission):
+            return None
+        return bool(known["valid"]), str(known["evidence_cid"]), salt
 
     def _verdict_in_time(
         self, submission: int, event: dict[str, Any], spec: EnvSpec, purpose: str, deadline: int
@@ -460,14 +480,13 @@ class Validator(Participant):
                     )
         committee = self.crucible.dispute_committee(submission)
         now = self.crucible.chain.now()
-        if (
-            self.address in committee
-            and now < dispute.deadline
-            and str(submission) not in self.summary.abstained
-            and self._due(submission)
-            and not self._voted("DisputeVoted", submission)
-        ):
-            self._vote_dispute(submission, event, spec, dispute.deadline)
+        if self.address in committee and now < dispute.deadline and str(submission) not in self.summary.abstained:
+            revealed_from = self.crucible.dispute_votes_revealed_from(submission)
+            committed = self._voted("DisputeVoteCommitted", submission)
+            if now < revealed_from and not committed and self._due(submission):
+                self._commit_dispute_vote(submission, event, spec, revealed_from)
+            elif now >= revealed_from and committed and not self._voted("DisputeVoted", submission):
+                self._reveal_dispute_vote(submission, dispute.deadline)
         voted = len(self.crucible.events("TaskMarket", "DisputeVoted", submissionId=submission))
         # One vote per member, however many of the committee's positions it holds; a dispute without a seed
         # resolves at its deadline too (not upheld: its bond goes to the task).
@@ -477,13 +496,25 @@ class Validator(Participant):
                 resolved = self.crucible.dispute_state(submission)
                 self.reporter.event("dispute_resolved", submission=submission, upheld=resolved.upheld)
 
-    def _vote_dispute(self, submission: int, event: dict[str, Any], spec: EnvSpec, deadline: int) -> None:
+    def _commit_dispute_vote(self, submission: int, event: dict[str, Any], spec: EnvSpec, deadline: int) -> None:
+        """Checks the disputed submission and commits to its vote, landing before `deadline` (the reveal phase)."""
         judged = self._verdict_in_time(submission, event, spec, "dispute", deadline)
         if judged is None:
             return
         valid, evidence_cid = judged
+        salt = self.journal.salt(submission, "dispute")
+        with self.racing("commit_dispute_vote", submission=submission):
+            self.crucible.commit_dispute_vote(self.signer, submission, valid, evidence_cid, salt)
+            self.reporter.event("dispute_vote_committed", submission=submission)
+
+    def _reveal_dispute_vote(self, submission: int, deadline: int) -> None:
+        """Reveals its committed dispute vote (from its journal) while the reveal lands before `deadline`."""
+        opened = self._opening(submission, "dispute", deadline)
+        if opened is None:
+            return
+        valid, evidence_cid, salt = opened
         with self.racing("vote_dispute", submission=submission):
-            self.crucible.vote_dispute(self.signer, submission, valid, evidence_cid)
+            self.crucible.vote_dispute(self.signer, submission, valid, evidence_cid, salt)
             self.summary.dispute_votes[str(submission)] = valid
             self.reporter.event("dispute_voted", submission=submission, valid=valid, evidence_cid=evidence_cid)
 

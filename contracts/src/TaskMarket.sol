@@ -48,6 +48,7 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     mapping(bytes32 proposalKey => uint256) private _proposalVotes;
     mapping(bytes32 voterKey => bool) private _proposalVoted;
     mapping(uint256 submissionId => mapping(address validator => bytes32)) private _commitments;
+    mapping(uint256 submissionId => mapping(address validator => bytes32)) private _disputeCommitments;
 
     /// @param bountyToken The ERC-20 for bounties (and stake).
     /// @param stakes The StakeManager; it must hold `bountyToken` and be bound to this market.
@@ -306,16 +307,29 @@ contract TaskMarket is ITaskMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc ITaskMarket
-    function voteDispute(uint256 submissionId, bool valid, string calldata evidenceCid) external {
+    function commitDisputeVote(uint256 submissionId, bytes32 commitment) external {
         (uint256 taskId, uint256 round) = Ids.taskAndRound(submissionId);
-        Disputes.vote(
+        Disputes.commitVote(
             _tasks[taskId],
             _rounds[taskId][round],
             _disputes[submissionId],
             _seats[taskId][msg.sender],
+            _disputeCommitments[submissionId],
+            submissionId,
+            commitment
+        );
+    }
+
+    /// @inheritdoc ITaskMarket
+    function voteDispute(uint256 submissionId, bool valid, string calldata evidenceCid, bytes32 salt) external {
+        Disputes.vote(
+            _tasks[Ids.taskOf(submissionId)],
+            _disputes[submissionId],
+            _disputeCommitments[submissionId],
             submissionId,
             valid,
-            evidenceCid
+            evidenceCid,
+            salt
         );
     }
 

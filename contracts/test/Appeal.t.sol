@@ -50,7 +50,7 @@ contract AppealTest is BaseTest {
             for (uint256 s = 0; s < 2; ++s) {
                 vm.prank(sybils[s]);
                 vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAssigned.selector, cheat, sybils[s]));
-                market.voteDispute(cheat, true, "bought");
+                market.commitDisputeVote(cheat, bytes32(0));
             }
             vm.warp(market.getDispute(cheat).deadline);
             market.resolveDispute(cheat);

@@ -204,6 +204,22 @@ abstract contract BaseTest is ProtocolFixture {
         vm.warp(now_);
     }
 
+    /// @dev `member`'s whole vote on the dispute on `id`, as `_vote` does an attestation: committed now, revealed at
+    ///      the dispute's reveal phase (the last quarter of its voting time), and time back where it was.
+    function _disputeVote(address member, uint256 id, bool valid, string memory evidenceCid) internal {
+        vm.prank(member);
+        market.commitDisputeVote(id, _voteCommitment(member, id, valid, evidenceCid));
+        uint256 now_ = block.timestamp;
+        vm.warp(_disputeRevealFrom(id));
+        vm.prank(member);
+        market.voteDispute(id, valid, evidenceCid, _voteSalt(member, id));
+        vm.warp(now_);
+    }
+
+    function _disputeRevealFrom(uint256 id) internal view returns (uint256) {
+        return market.getDispute(id).deadline - market.getTask(id >> 192).challengeWindow / 4;
+    }
+
     function _commitVote(address validator, uint256 id, bool valid, string memory evidenceCid) internal {
         vm.prank(validator);
         market.commitAttestation(id, _voteCommitment(validator, id, valid, evidenceCid));

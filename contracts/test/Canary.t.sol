@@ -343,8 +343,7 @@ contract CanaryTest is BaseTest {
         address[] memory committee = _disputeApart(assigned[0], canary);
         for (uint256 j = 0; j < committee.length; ++j) {
             if (_firstAt(committee, j) != j) continue;
-            vm.prank(committee[j]);
-            market.voteDispute(canary, true, "bafy-evidence");
+            _disputeVote(committee[j], canary, true, "bafy-evidence");
         }
         market.resolveDispute(canary);
         assertTrue(market.getDispute(canary).upheld, "upheld");

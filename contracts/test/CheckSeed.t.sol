@@ -150,7 +150,7 @@ contract CheckSeedTest is BaseTest {
         assertEq(lens.disputeCommittee(id).length, 0, "no committee while its seed is not fixed");
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNoCommittee.selector, id));
-        market.voteDispute(id, true, "e");
+        market.commitDisputeVote(id, bytes32(0));
         vm.prank(validators[0]);
         vm.expectEmit();
         emit ITaskMarket.DisputeBlockMoved(id, filed + 302);
@@ -164,8 +164,7 @@ contract CheckSeedTest is BaseTest {
         );
         address[] memory committee = lens.disputeCommittee(id);
         assertTrue(committee.length == 3, "a committee from the new block");
-        vm.prank(committee[0]);
-        market.voteDispute(id, true, "e");
+        _disputeVote(committee[0], id, true, "e");
         assertTrue(market.getDispute(id).votedMask != 0, "and its votes count");
     }
 }

@@ -39,7 +39,9 @@ contract CommitRevealTest is BaseTest {
         assertTrue(!seen.rejected, "nor is the outcome");
         (, uint256 validateDeadline,) = lens.deadlinesOf(taskId, 0);
         vm.expectRevert(
-            abi.encodeWithSelector(ITaskMarket.MarketOutsideWindow.selector, revealFrom - 1, revealFrom, validateDeadline)
+            abi.encodeWithSelector(
+                ITaskMarket.MarketOutsideWindow.selector, revealFrom - 1, revealFrom, validateDeadline
+            )
         );
         _revealVote(checkerA, cheat, false, "checked-a");
 
@@ -126,5 +128,47 @@ contract CommitRevealTest is BaseTest {
         assertEq(stakes.accountOf(lazy).staked, before - 10 * TOKEN, "slashed what the wrong vote costs");
         assertEq(market.creditOf(lazy), 0, "no fee");
         assertEq(market.seatOf(taskId, lazy).pendingVotes, 0, "answered for");
+    }
+
+    /// @dev The same play in a dispute's committee: three checkers wave a cheat through, an auditor disputes it, and
+    ///      a committee member that waits to copy finds no vote before its commit phase closes, after which it may
+    ///      not commit: the two that checked uphold the dispute and share the finder's share and the penalties; the
+    ///      copier gets nothing. On the contracts before (`voteDispute` public at once) it voted last with the two
+    ///      and took a third; with the dispute's reveals open from its start (mutant "dispute-reveal-in-commit-phase")
+    ///      this test fails.
+    function test_ACopyingCommitteeMemberFindsNoVoteToCopy() public {
+        _attestAll(cheat, true);
+        _warpToChallenge(taskId, 0);
+        address[] memory committee = _disputeApart(auditor, cheat);
+        (address memberA, address memberB, address copier) = (committee[0], committee[1], committee[2]);
+        vm.prank(memberA);
+        market.commitDisputeVote(cheat, _voteCommitment(memberA, cheat, false, "forged"));
+        vm.prank(memberB);
+        market.commitDisputeVote(cheat, _voteCommitment(memberB, cheat, false, "forged"));
+        uint256 revealFrom = _disputeRevealFrom(cheat);
+        uint256 deadline = market.getDispute(cheat).deadline;
+        vm.warp(revealFrom - 1);
+        assertEq(market.getDispute(cheat).votedMask, 0, "no committee vote is public in the commit phase");
+        vm.prank(memberA);
+        vm.expectRevert(
+            abi.encodeWithSelector(ITaskMarket.MarketOutsideWindow.selector, revealFrom - 1, revealFrom, deadline)
+        );
+        market.voteDispute(cheat, false, "forged", _voteSalt(memberA, cheat));
+
+        vm.warp(revealFrom);
+        vm.prank(memberA);
+        market.voteDispute(cheat, false, "forged", _voteSalt(memberA, cheat));
+        vm.prank(memberB);
+        market.voteDispute(cheat, false, "forged", _voteSalt(memberB, cheat));
+        vm.prank(copier);
+        vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketOutsideWindow.selector, revealFrom, 0, revealFrom));
+        market.commitDisputeVote(cheat, _voteCommitment(copier, cheat, false, "copied"));
+        market.resolveDispute(cheat);
+        assertTrue(market.getSubmission(cheat).rejected, "upheld by the two that checked");
+        _warpToFinal(taskId, 0);
+        market.finaliseRound(taskId);
+        market.settle(cheat);
+        assertEq(market.creditOf(copier), 0, "the copier gets nothing");
+        assertTrue(market.creditOf(memberA) > 0 && market.creditOf(memberB) > 0, "the members that checked are paid");
     }
 }

@@ -169,8 +169,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         address[] memory committee = _disputeApart(trainers[0], honestA);
         assertEq(committee.length, 3, "a committee of validatorsPerCheck positions");
         for (uint256 j = 0; j < committee.length; ++j) {
-            vm.prank(committee[j]);
-            market.voteDispute(honestA, true, "re-check");
+            _disputeVote(committee[j], honestA, true, "re-check");
         }
         market.resolveDispute(honestA);
         assertTrue(!market.getSubmission(honestA).rejected, "reinstated");
@@ -203,8 +202,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         uint256 auditorBefore = token.balanceOf(auditor);
         address[] memory committee = _disputeApart(auditor, honestA);
         for (uint256 j = 0; j < committee.length; ++j) {
-            vm.prank(committee[j]);
-            market.voteDispute(honestA, true, "fine");
+            _disputeVote(committee[j], honestA, true, "fine");
         }
         market.resolveDispute(honestA);
         ITaskMarket.Dispute memory d = market.getDispute(honestA);
@@ -224,8 +222,7 @@ contract TaskMarketLifecycleTest is BaseTest {
         _warpToChallenge(taskId, 0);
         address[] memory committee = _disputeApart(auditor, cheat);
         for (uint256 j = 0; j < committee.length; ++j) {
-            vm.prank(committee[j]);
-            market.voteDispute(cheat, false, "forged tokens");
+            _disputeVote(committee[j], cheat, false, "forged tokens");
         }
         market.resolveDispute(cheat);
         assertTrue(market.getSubmission(cheat).rejected, "overturned");
@@ -255,10 +252,8 @@ contract TaskMarketLifecycleTest is BaseTest {
         _attestAll(honestA, true);
         _warpToChallenge(taskId, 0);
         address[] memory committee = _disputeApart(auditor, honestA);
-        vm.prank(committee[0]);
-        market.voteDispute(honestA, true, "fine");
-        vm.prank(committee[1]);
-        market.voteDispute(honestA, false, "bad");
+        _disputeVote(committee[0], honestA, true, "fine");
+        _disputeVote(committee[1], honestA, false, "bad");
         vm.expectRevert();
         market.resolveDispute(honestA);
         ITaskMarket.Dispute memory d = market.getDispute(honestA);
@@ -366,12 +361,12 @@ contract TaskMarketLifecycleTest is BaseTest {
         market.dispute(honestA, false);
         vm.prank(validators[0]);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNoCommittee.selector, honestA));
-        market.voteDispute(honestA, true, "seed not fixed");
+        market.commitDisputeVote(honestA, bytes32(0));
         _fixDisputeSeedWith(honestA, _mixOf(market.getDispute(honestA).seedBlock));
         address outsider = _unassignedValidator(lens.disputeCommittee(honestA));
         vm.prank(outsider);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketNotAssigned.selector, honestA, outsider));
-        market.voteDispute(honestA, true, "holds no committee position");
+        market.commitDisputeVote(honestA, bytes32(0));
         _warpToFinal(taskId, 0);
         vm.expectRevert(abi.encodeWithSelector(ITaskMarket.MarketOpenDisputes.selector, taskId, 0, 1));
         market.finaliseRound(taskId);

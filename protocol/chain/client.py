@@ -146,6 +146,7 @@ class DisputeState:
     claim_valid: bool
     open: bool
     upheld: bool
+    committed_mask: int  # committee positions whose holders committed a vote (`voted_mask`: those revealed)
     seed: bytes
 
 
@@ -398,10 +399,25 @@ class Crucible:
                 "and nothing in it is paid or slashed (nothing sent)"
             )
 
-    def vote_dispute(self, signer: Signer, submission: int, valid: bool, evidence_cid: str) -> TxReceipt:
-        """Votes as a dispute committee member."""
+    def dispute_votes_revealed_from(self, submission: int) -> int:
+        """Where a dispute's reveal phase starts: the last quarter of its voting time, a challenge window from its
+        filing (`Disputes._revealFrom`): commitments before, reveals from here to its deadline."""
+        state = self.dispute_state(submission)
+        return reveal_from(state.deadline, self.task(submission >> 192).challenge_window_s)
+
+    def commit_dispute_vote(
+        self, signer: Signer, submission: int, valid: bool, evidence_cid: str, salt: bytes
+    ) -> TxReceipt:
+        """Commits a committee member to a hidden vote on a dispute, in its commit phase (see `vote_dispute`)."""
         checked_cid(evidence_cid, "evidence CID")
-        return self.chain.transact(self.market.functions.voteDispute(submission, valid, evidence_cid), signer)
+        commitment = vote_commitment(submission, signer.address, valid, evidence_cid, salt)
+        return self.chain.transact(self.market.functions.commitDisputeVote(submission, commitment), signer)
+
+    def vote_dispute(self, signer: Signer, submission: int, valid: bool, evidence_cid: str, salt: bytes) -> TxReceipt:
+        """Reveals a committee member's vote committed with `commit_dispute_vote`, in the dispute's reveal phase."""
+        checked_cid(evidence_cid, "evidence CID")
+        function = self.market.functions.voteDispute(submission, valid, evidence_cid, salt)
+        return self.chain.transact(function, signer)
 
     def resolve_dispute(self, signer: Signer, submission: int) -> TxReceipt:
         """Resolves a dispute."""

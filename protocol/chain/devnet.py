@@ -338,6 +338,26 @@ def vote_all(
     return commits, reveals
 
 
+def vote_dispute_all(
+    crucible: Crucible, submission: int, ballots: list[tuple[Signer, bool, str]]
+) -> tuple[list[TxReceipt], list[TxReceipt]]:
+    """Each ballot's (member, verdict, evidence CID) whole vote on the dispute on `submission`, as `vote_all` does
+    attestations: every commitment now, the devnet's clock moved to the dispute's reveal phase, every reveal."""
+    from eth_utils import keccak
+
+    salts = [keccak(text=f"devnet dispute vote {submission} {signer.address}") for signer, _, _ in ballots]
+    commits = [
+        crucible.commit_dispute_vote(signer, submission, valid, evidence, salt)
+        for (signer, valid, evidence), salt in zip(ballots, salts, strict=True)
+    ]
+    warp_to(crucible.chain, crucible.dispute_votes_revealed_from(submission))
+    reveals = [
+        crucible.vote_dispute(signer, submission, valid, evidence, salt)
+        for (signer, valid, evidence), salt in zip(ballots, salts, strict=True)
+    ]
+    return commits, reveals
+
+
 def finish_dispute_seed(crucible: Crucible, signer: Signer, submission: int) -> TxReceipt:
     """Fixes an open dispute's committee seed: mines past the block the dispute named, as `finish_check_seed`
     does for a round, then fixes it (the committee is empty until then)."""

@@ -28,15 +28,15 @@ def least_windows(block_interval_s: int) -> dict[str, int]:
     landed. Validate: its commit phase holds the seed request (a block after the submit deadline), the block
     `SEED_DELAY_BLOCKS` later it names, the seed fixed a block after that one and a commitment landed a block later
     still; its reveal phase, the window's last quarter (`REVEAL_SHARE`), two blocks: a reveal sent as the phase opens
-    lands in the next. Challenge: a dispute's committee is seeded the same way and votes within a challenge window
-    from the filing, and a canary's reveal (a block after the validate deadline) lands in the window's first half, a
-    block before its middle."""
+    lands in the next. Challenge: a dispute's voting time is a challenge window from its filing, and its committee
+    is seeded, commits and reveals in it as a check's validators do in the validate window; a canary's reveal (a
+    block after the validate deadline) lands in the window's first half, a block before its middle."""
     seeded = (SEED_DELAY_BLOCKS + 3) * block_interval_s
     revealed = REVEAL_SHARE * 2 * block_interval_s  # its quarter holds two blocks (and its rest `seeded`: 6 >= 5)
     return {
         "submit_window_s": max(MIN_WINDOW_S, 2 * block_interval_s),
         "validate_window_s": max(MIN_WINDOW_S, seeded, revealed),
-        "challenge_window_s": max(MIN_WINDOW_S, seeded, 4 * block_interval_s),
+        "challenge_window_s": max(MIN_WINDOW_S, seeded, revealed, 4 * block_interval_s),
     }
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from protocol.accounts import Signer
 from protocol.artifacts.store import LocalStore
@@ -125,6 +126,37 @@ def warp(crucible: Crucible, timestamp: int) -> None:
     from protocol.chain import devnet
 
     devnet.warp_to(crucible.chain, timestamp)
+
+
+def reveal_votes(
+    crucible: Crucible, roles: Any, task_id: int, round_index: int, votes: int, timeout: int = 600
+) -> None:
+    """The validators' two steps, each in its phase: waits for `votes` commitments on the round's submissions (the
+    commit phase's work), moves the clock to the round's reveal phase, and waits for as many reveals."""
+
+    def count(event: str) -> int:
+        sids = [int(e["submissionId"]) for e in crucible.submissions(task_id, round_index)]
+        return sum(len(crucible.events("TaskMarket", event, submissionId=sid)) for sid in sids)
+
+    roles.wait_for(
+        f"{votes} commitments in round {round_index}", lambda: count("AttestationCommitted") >= votes, timeout
+    )
+    warp(crucible, crucible.deadlines(task_id, round_index).votes_revealed_from)
+    roles.wait_for(f"{votes} reveals in round {round_index}", lambda: count("Attested") >= votes, timeout)
+
+
+def reveal_dispute_votes(
+    crucible: Crucible, roles: Any, submissions: list[int], timeout: int = 300, tick: Callable[[], None] | None = None
+) -> None:
+    """A dispute committee's two steps: waits until every position of each dispute's committee is committed to,
+    then moves the clock to the latest of their reveal phases (the members reveal there)."""
+    size = crucible.task(submissions[0] >> 192).validators_per_check
+
+    def committed() -> bool:
+        return all(crucible.dispute_state(s).committed_mask.bit_count() == size for s in submissions)
+
+    roles.wait_for("every committee position committed to", committed, timeout, tick=tick)
+    warp(crucible, max(crucible.dispute_votes_revealed_from(s) for s in submissions))
 
 
 def credits(crucible: Crucible, task_id: int, address: str, kind: int) -> int:

@@ -23,6 +23,8 @@ from helpers.devnet import (
     fix_check_seed_where,
     fix_dispute_seed_where,
     funded_account,
+    reveal_dispute_votes,
+    reveal_votes,
     warp,
 )
 from helpers.warm import run_crucible
@@ -90,7 +92,7 @@ def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balanc
         ]
 
     validator_processes = start_validators()
-    roles.wait_for("three attestations", lambda: len(crucible.events("TaskMarket", "Attested")) >= 3, 600)
+    reveal_votes(crucible, roles, task_id, 0, 3)
     assert not crucible.submission(ids["cheat-a"]).rejected and crucible.submission(ids["cheat-b"]).rejected
     deadlines = crucible.deadlines(task_id, 0)
     warp(crucible, deadlines.validate)
@@ -143,6 +145,7 @@ def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balanc
     def mine() -> None:  # a devnet mines only on traffic; a dispute's committee needs the next block
         crucible.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
 
+    reveal_dispute_votes(crucible, roles, [cheat_a], tick=mine)
     roles.wait_for("the dispute resolved", lambda: crucible.events("TaskMarket", "DisputeResolved"), 300, tick=mine)
     said = [(p.command, [e for e in p.events if e["event"] not in ("round_opened", "started")]) for p in roles.started]
     assert crucible.events("TaskMarket", "DisputeResolved")[0]["upheld"], said

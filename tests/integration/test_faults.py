@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
-from helpers.devnet import BLOCK_TIME_S, TOKEN, create_small_task, funded_account, warp
+from helpers.devnet import BLOCK_TIME_S, TOKEN, create_small_task, funded_account, reveal_votes, warp
 from helpers.proxy import TcpProxy
 from helpers.relays import RelayProcess
 from helpers.warm import run_crucible
@@ -71,7 +71,7 @@ def finish_round(crucible: Crucible, roles: Any, task_id: int, sid: int) -> None
     then waits for every role process to exit cleanly."""
     deadlines = crucible.deadlines(task_id, 0)
     warp(crucible, deadlines.submit)
-    roles.wait_for("the attestation", lambda: crucible.events("TaskMarket", "Attested", submissionId=sid), 300)
+    reveal_votes(crucible, roles, task_id, 0, 1, 300)
     warp(crucible, deadlines.validate)
     roles.wait_for("an agreed checkpoint", lambda: crucible.round(task_id, 0).agreed_next != bytes(32), 300)
     warp(crucible, deadlines.challenge)
@@ -202,7 +202,7 @@ def test_a_trainer_and_a_validator_killed_mid_work_and_restarted_finish_the_roun
     checker = roles.start("validator", *args, key=cast.validator_key, kill_at=checking)
     roles.wait_for("the validator killed at its check", checker.killed.is_set, 300)
     roles.kill(checker)
-    assert not crucible.events("TaskMarket", "Attested", submissionId=sid), "killed before it attested"
+    assert not crucible.events("TaskMarket", "AttestationCommitted", submissionId=sid), "killed before it committed"
     roles.start("validator", *args, key=cast.validator_key)
     finish_round(crucible, roles, task_id, sid)
     settled_once_and_balanced(crucible, cast, dev[0], crucible_home, tmp_path)

@@ -56,10 +56,12 @@ def test_a_round_on_one_second_blocks_ends_with_every_honest_process_exiting_0(
     deadlines = crucible.deadlines(task_id, 0)
     warp(crucible, deadlines.submit)
 
-    def voted() -> int:  # positions: a validator holding both of a check's positions votes them at once
-        return sum(crucible.submission(s).voted_mask.bit_count() for s in ids.values())
+    def voted(mask: str) -> int:  # positions: a validator holding both of a check's positions votes them at once
+        return sum(getattr(crucible.submission(s), mask).bit_count() for s in ids.values())
 
-    roles.wait_for("four positions voted", lambda: voted() == 4, 300)
+    roles.wait_for("four positions committed to", lambda: voted("committed_mask") == 4, 300)
+    warp(crucible, deadlines.votes_revealed_from)
+    roles.wait_for("four positions revealed", lambda: voted("voted_mask") == 4, 300)
     warp(crucible, deadlines.validate)
     roles.wait_for("an agreed checkpoint", lambda: crucible.round(task_id, 0).agreed_next != bytes(32), 300)
     warp(crucible, deadlines.challenge)

@@ -135,8 +135,9 @@ def test_full_lifecycle_balances(crucible: Crucible, dev: list[Signer]) -> None:
     committee = crucible.dispute_committee(cheat)
     assert len(committee) == 3 and set(committee) <= set(crucible.validators_of(task_id))
     assert_views_match_web3(crucible, task_id, cheat, dev, PARAMS)
-    for address in dict.fromkeys(committee):
-        crucible.vote_dispute(by_address(dev)[address], cheat, False, cid("recheck"))
+    devnet.vote_dispute_all(
+        crucible, cheat, [(by_address(dev)[a], False, cid("recheck")) for a in dict.fromkeys(committee)]
+    )
     crucible.resolve_dispute(dev[0], cheat)
     assert not crucible.dispute_state(cheat).upheld
 
@@ -190,8 +191,7 @@ def test_wrongly_rejected_trainer_wins_dispute(crucible: Crucible, dev: list[Sig
     crucible.dispute(dev[1], honest)
     devnet.finish_dispute_seed(crucible, dev[0], honest)
     committee = list(dict.fromkeys(crucible.dispute_committee(honest)))
-    for address in committee:
-        crucible.vote_dispute(by_address(dev)[address], honest, True, cid("fine"))
+    devnet.vote_dispute_all(crucible, honest, [(by_address(dev)[address], True, cid("fine")) for address in committee])
     crucible.resolve_dispute(dev[0], honest)
     assert crucible.dispute_state(honest).upheld and not crucible.submission(honest).rejected
     devnet.warp_to(crucible.chain, crucible.deadlines(task_id, 0).challenge)
@@ -217,8 +217,7 @@ def test_frivolous_dispute_loses_bond(crucible: Crucible, dev: list[Signer]) -> 
     crucible.dispute(auditor, honest)
     devnet.finish_dispute_seed(crucible, dev[0], honest)
     committee = list(dict.fromkeys(crucible.dispute_committee(honest)))
-    for address in committee:
-        crucible.vote_dispute(by_address(dev)[address], honest, True, cid("fine"))
+    devnet.vote_dispute_all(crucible, honest, [(by_address(dev)[address], True, cid("fine")) for address in committee])
     crucible.resolve_dispute(dev[0], honest)
     assert before - crucible.balance_of(auditor.address) == 50 * TOKEN
     assert crucible.credit_of(auditor.address) == 0

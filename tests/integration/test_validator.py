@@ -24,6 +24,8 @@ from helpers.devnet import (
     fix_check_seed_where,
     fix_dispute_seed_where,
     funded_account,
+    reveal_dispute_votes,
+    reveal_votes,
     warp,
 )
 
@@ -125,17 +127,28 @@ def test_every_trainer_adversary_is_caught_slashed_and_left_out(
         adversary = ["--adversary", "lazy"] if name == "lazy" else []
         roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "2", *adversary, key=key)
 
-    def attestations(round_index: int) -> int:
-        """Positions voted (one attestation covers every position its validator holds)."""
+    def attestations(round_index: int, mask: str) -> int:
+        """Positions committed to (`mask` "committed_mask") or revealed ("voted_mask"): one vote covers every
+        position its validator holds."""
         ids = [submission_id(task_id, round_index, e["trainer"]) for e in crucible.submissions(task_id, round_index)]
-        return sum(crucible.submission(s).voted_mask.bit_count() for s in ids)
+        return sum(getattr(crucible.submission(s), mask).bit_count() for s in ids)
 
     def finish_round(round_index: int, submissions: int) -> None:
         checks = submissions * params.validators_per_check
-        roles.wait_for(
-            f"{checks} attestations in round {round_index}", lambda: attestations(round_index) == checks, 600
-        )
+        roles.wait_for(f"{checks} commitments in round {round_index}",
+                       lambda: attestations(round_index, "committed_mask") == checks, 600)  # fmt: skip
         deadlines = crucible.deadlines(task_id, round_index)
+        assert attestations(round_index, "voted_mask") == 0, "a verdict showed before the reveal phase"
+        warp(crucible, deadlines.votes_revealed_from)
+        roles.wait_for(f"{checks} reveals in round {round_index}",
+                       lambda: attestations(round_index, "voted_mask") == checks, 600)  # fmt: skip
+        # Each validator committed in the commit phase and revealed in the reveal phase, on its own.
+        ids = [submission_id(task_id, round_index, e["trainer"]) for e in crucible.submissions(task_id, round_index)]
+        for name, revealed_later in (("AttestationCommitted", False), ("Attested", True)):
+            for sid in ids:
+                for event in crucible.events("TaskMarket", name, submissionId=sid):
+                    at = crucible.chain.w3.eth.get_block(event["blockNumber"])["timestamp"]
+                    assert (at >= deadlines.votes_revealed_from) == revealed_later, (name, at, deadlines)
         warp(crucible, deadlines.validate)
         roles.wait_for(f"an agreed checkpoint for round {round_index}", lambda: crucible.events(
             "TaskMarket", "CheckpointAgreed", taskId=task_id, round=round_index), 300)  # fmt: skip
@@ -265,8 +278,7 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     roles.kill(processes[checker])
     key = next(k for s, k in validators.values() if s.address == checker)
     processes[checker] = roles.start("validator", "--task", str(task_id), "--account", "env", "--rounds", "1", key=key)
-    roles.wait_for("both attestations", lambda: all(
-        crucible.events("TaskMarket", "Attested", submissionId=s) for s in (honest_id, cheat_id)), 300)  # fmt: skip
+    reveal_votes(crucible, roles, task_id, 0, 2, 300)
     assert crucible.submission(honest_id).rejected and crucible.submission(cheat_id).rejected
 
     # The appeal's committee is drawn over the whole seat stake, the liar's third included: the test holds
@@ -287,6 +299,7 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
     def mine() -> None:  # a devnet mines only on traffic; a dispute's committee needs the next block
         crucible.chain.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
 
+    reveal_dispute_votes(crucible, roles, [honest_id, cheat_id], tick=mine)
     roles.wait_for("both disputes resolved", lambda: len(crucible.events("TaskMarket", "DisputeResolved")) == 2,
                    300, tick=mine)  # fmt: skip
     roles.wait_for("an agreed checkpoint", lambda: crucible.events("TaskMarket", "CheckpointAgreed", taskId=task_id),
@@ -296,11 +309,12 @@ def test_a_lying_validator_loses_to_a_dispute_and_a_cheats_dispute_loses_its_bon
         roles.wait_for(f"`{process.command}` to finish", lambda p=process: p.process.poll() is not None, 300, mine)
         assert process.process.returncode == 0, process.failed()
 
-    # Broken version: drop the `_voted` look-up in Validator._attest_assigned and the journal → the
-    # restarted checker re-checks and sends a second attest, which the contract refuses
-    # (MarketAlreadyVoted, tolerated as a race) — the count below still holds because the contract
-    # is the last guard; removing `if (sub.votedMask & bit != 0)` from TaskMarket.attest makes it 2.
-    assert len(crucible.events("TaskMarket", "Attested", submissionId=cheat_id, validator=checker)) == 1
+    # Broken version: drop the `_voted` look-ups in Validator._attest_assigned and the journal → the
+    # restarted checker re-checks and sends a second commitment, which the contract refuses
+    # (MarketAlreadyVoted, tolerated as a race) — the counts below still hold because the contract
+    # is the last guard; removing `if (sub.committedMask & bits != 0)` from Votes.commit makes them 2.
+    for event in ("AttestationCommitted", "Attested"):
+        assert len(crucible.events("TaskMarket", event, submissionId=cheat_id, validator=checker)) == 1, event
     # Broken version for the dispute: NodeOptions.disputes_rejections returning False → no dispute, the
     # honest submission stays rejected and `resolved[honest_id]` raises KeyError.
     resolved = {int(e["submissionId"]): e for e in crucible.events("TaskMarket", "DisputeResolved")}

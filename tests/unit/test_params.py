@@ -185,15 +185,16 @@ def test_least_deterrent_slash_is_the_boundary() -> None:
 def test_the_least_windows_hold_the_blocks_each_needs() -> None:
     """On 12-second blocks: a submission lands in two blocks; a check's seed is requested, seeded two blocks later,
     read, and committed to, five blocks, before the reveal phase, the validate window's last quarter, which must hold
-    two (a 30 s window held none of it); a canary's reveal lands in the challenge window's first half. On one-second
-    blocks the validate window needs eight. Broken version: count the seed's blocks alone (5) for the validate window
+    two (a 30 s window held none of it); a dispute's committee does the same within a challenge window. On
+    one-second blocks both need eight. Broken version: count the seed's blocks alone (5) for the validate window
     → 60 s, whose 15 s reveal phase holds one block, and the assertion fails."""
-    assert least_windows(12) == {"submit_window_s": 24, "validate_window_s": 96, "challenge_window_s": 60}
-    assert least_windows(1) == {"submit_window_s": 5, "validate_window_s": 8, "challenge_window_s": 5}
+    assert least_windows(12) == {"submit_window_s": 24, "validate_window_s": 96, "challenge_window_s": 96}
+    assert least_windows(1) == {"submit_window_s": 5, "validate_window_s": 8, "challenge_window_s": 8}
     for interval in (1, 2, 5, 12):
-        validate = least_windows(interval)["validate_window_s"]
-        reveal = validate - reveal_from(validate, validate)  # the reveal phase, as the market cuts it
-        assert reveal >= 2 * interval and validate - reveal >= (SEED_DELAY_BLOCKS + 3) * interval
+        for window in ("validate_window_s", "challenge_window_s"):  # a dispute's voting time is a challenge window
+            length = least_windows(interval)[window]
+            reveal = length - reveal_from(length, length)  # the reveal phase, as the market cuts it
+            assert reveal >= 2 * interval and length - reveal >= (SEED_DELAY_BLOCKS + 3) * interval
 
 
 def test_an_honest_appeal_does_not_lose() -> None:

@@ -150,6 +150,8 @@ interface ITaskMarket {
         bool claimValid;
         bool open;
         bool upheld;
+        /// The committee positions whose holders committed a vote ({commitDisputeVote}); `votedMask` those revealed.
+        uint16 committedMask;
         bytes32 seed;
     }
 
@@ -240,7 +242,9 @@ interface ITaskMarket {
     event DisputeBlockMoved(uint256 indexed submissionId, uint256 seedBlock);
     /// @notice A dispute's committee seed was fixed from the prevrandao of its seed block.
     event DisputeSeedFixed(uint256 indexed submissionId, bytes32 seed);
-    /// @notice A committee member's vote on a dispute, with the CID of its evidence.
+    /// @notice A committee member committed to a hidden vote on a dispute ({commitDisputeVote}).
+    event DisputeVoteCommitted(uint256 indexed submissionId, address indexed validator, bytes32 commitment);
+    /// @notice A committee member's vote on a dispute, with the CID of its evidence: the reveal of its commitment.
     event DisputeVoted(uint256 indexed submissionId, address indexed validator, bool valid, string evidenceCid);
     /// @notice A dispute closed: whether the disputer was upheld and whether the submission ends rejected.
     event DisputeResolved(uint256 indexed submissionId, bool upheld, bool rejected);
@@ -488,11 +492,19 @@ interface ITaskMarket {
     /// @param header The RLP-encoded header of the dispute's seed block (ignored when it moves).
     function fixDisputeSeed(uint256 submissionId, bytes calldata header) external;
 
-    /// @notice A dispute committee member's vote, before the dispute's deadline.
+    /// @notice A dispute committee member's hidden vote, in the dispute's commit phase: from its committee's seed to
+    ///         the last quarter of its voting time (`deadline - challengeWindow / 4`). As with attestations
+    ///         ({commitAttestation}), nobody's vote shows before the commit phase closes, so none can be copied.
+    /// @param submissionId The disputed submission.
+    /// @param commitment `Ids.voteCommitment(submissionId, caller, valid, evidenceCid, salt)`.
+    function commitDisputeVote(uint256 submissionId, bytes32 commitment) external;
+
+    /// @notice Reveal a committee member's committed vote, in the dispute's reveal phase (to its deadline).
     /// @param submissionId The disputed submission.
     /// @param valid The member's verdict on the submission.
     /// @param evidenceCid CID of the evidence file.
-    function voteDispute(uint256 submissionId, bool valid, string calldata evidenceCid) external;
+    /// @param salt The secret the commitment was made with.
+    function voteDispute(uint256 submissionId, bool valid, string calldata evidenceCid, bytes32 salt) external;
 
     /// @notice Resolve a dispute once its committee has a majority or its deadline passed. Anyone.
     /// @param submissionId The disputed submission.

@@ -103,18 +103,20 @@ library Disputes {
         emit ITaskMarket.DisputeSeedFixed(submissionId, seed);
     }
 
-    /// @notice A committee member's vote ({ITaskMarket-voteDispute}): every position its seat holds counts.
-    function vote(
+    /// @notice A committee member's hidden vote ({ITaskMarket-commitDisputeVote}): for every position its seat holds.
+    function commitVote(
         ITaskMarket.Task storage task,
         ITaskMarket.Round storage rd,
         ITaskMarket.Dispute storage d,
         ITaskMarket.Seat storage seat,
+        mapping(address => bytes32) storage commitments,
         uint256 submissionId,
-        bool valid,
-        string calldata evidenceCid
+        bytes32 commitment
     ) external {
-        if (!d.open) revert ITaskMarket.MarketDisputeNotOpen(submissionId);
-        Ids.within(0, d.deadline);
+        if (!d.open) {
+            revert ITaskMarket.MarketDisputeNotOpen(submissionId);
+        }
+        Ids.within(0, _revealFrom(task, d));
         if (d.seed == 0) revert ITaskMarket.MarketNoCommittee(submissionId);
         if (seat.benched) revert ITaskMarket.MarketValidatorBenched(Ids.taskOf(submissionId), msg.sender);
         uint256 bits =
@@ -122,10 +124,35 @@ library Disputes {
         // Position bits, not a balance: zero means "holds no position" and nothing else.
         // slither-disable-next-line incorrect-equality
         if (bits == 0) revert ITaskMarket.MarketNotAssigned(submissionId, msg.sender);
-        if (d.votedMask & bits != 0) revert ITaskMarket.MarketAlreadyVoted(submissionId, msg.sender);
+        if (d.committedMask & bits != 0) revert ITaskMarket.MarketAlreadyVoted(submissionId, msg.sender);
+        d.committedMask |= uint16(bits);
+        // The position bits ride in the commitment's low 16 bits, as an attestation's do ({Votes-commit}).
+        commitments[msg.sender] = (commitment & ~bytes32(uint256(type(uint16).max))) | bytes32(bits);
+        emit ITaskMarket.DisputeVoteCommitted(submissionId, msg.sender, commitment);
+    }
+
+    /// @notice Opens a committee member's commitment and counts its vote ({ITaskMarket-voteDispute}): in the
+    ///         dispute's reveal phase, to its deadline.
+    function vote(
+        ITaskMarket.Task storage task,
+        ITaskMarket.Dispute storage d,
+        mapping(address => bytes32) storage commitments,
+        uint256 submissionId,
+        bool valid,
+        string calldata evidenceCid,
+        bytes32 salt
+    ) external {
+        if (!d.open) revert ITaskMarket.MarketDisputeNotOpen(submissionId);
+        Ids.within(_revealFrom(task, d), d.deadline);
+        uint256 bits = Votes.open(commitments, submissionId, valid, evidenceCid, salt);
         d.votedMask |= uint16(bits);
         if (valid) d.validMask |= uint16(bits);
         emit ITaskMarket.DisputeVoted(submissionId, msg.sender, valid, evidenceCid);
+    }
+
+    /// @dev Where a dispute's reveal phase starts: the last quarter of its voting time (a challenge window).
+    function _revealFrom(ITaskMarket.Task storage task, ITaskMarket.Dispute storage d) private view returns (uint256) {
+        return d.deadline - task.challengeWindow / Ids.REVEAL_SHARE;
     }
 
     /// @notice Resolves a dispute once more than half of its committee's positions agree, or at its deadline

@@ -52,12 +52,7 @@ library Votes {
     ) external {
         (, uint256 validateDeadline,) = _deadlines(task, rd);
         Ids.within(Ids.revealFrom(validateDeadline, task.validateWindow), validateDeadline);
-        uint256 stored = uint256(commitments[msg.sender]);
-        if (stored == 0) revert ITaskMarket.MarketNoCommitment(submissionId, msg.sender);
-        uint256 opened = uint256(Ids.voteCommitment(submissionId, msg.sender, valid, evidenceCid, salt));
-        if ((opened ^ stored) >> 16 != 0) revert ITaskMarket.MarketRevealMismatch(submissionId, msg.sender);
-        delete commitments[msg.sender];
-        uint256 bits = uint16(stored);
+        uint256 bits = open(commitments, submissionId, valid, evidenceCid, salt);
         sub.votedMask |= uint16(bits);
         emit ITaskMarket.Attested(submissionId, msg.sender, valid, evidenceCid);
         if (!valid) {
@@ -68,6 +63,23 @@ library Votes {
                 emit ITaskMarket.SubmissionRejected(submissionId);
             }
         }
+    }
+
+    /// @dev Opens the caller's commitment in `commitments` with its verdict, evidence CID and salt, clears it, and
+    ///      returns the position bits it was stored with; refused when there is none or it does not open.
+    function open(
+        mapping(address => bytes32) storage commitments,
+        uint256 submissionId,
+        bool valid,
+        string calldata evidenceCid,
+        bytes32 salt
+    ) internal returns (uint256 bits) {
+        uint256 stored = uint256(commitments[msg.sender]);
+        if (stored == 0) revert ITaskMarket.MarketNoCommitment(submissionId, msg.sender);
+        uint256 opened = uint256(Ids.voteCommitment(submissionId, msg.sender, valid, evidenceCid, salt));
+        if ((opened ^ stored) >> 16 != 0) revert ITaskMarket.MarketRevealMismatch(submissionId, msg.sender);
+        delete commitments[msg.sender];
+        bits = uint16(stored);
     }
 
     /// @dev The bits of the positions of the submission's check (drawn from the round's check seed) that `seat`

@@ -47,6 +47,11 @@ contract Handler is ProtocolFixture {
     uint256 public ghost_doubleSettles;
     uint256 public ghost_foreignClaims;
     uint256 public ghost_maxSubmitGas;
+    /// Commitments a copier got in after a verdict showed, and verdicts that showed before their reveal phase (both
+    /// must stay zero: commit-reveal).
+    uint256 public ghost_copiedCommitments;
+    uint256 public ghost_verdictsBeforeReveal;
+    uint256 public ghost_copyAttempts;
     uint256 public ghost_maxCommitGas;
     uint256 public ghost_maxRevealGas;
     uint256 public ghost_maxClaimGas;
@@ -239,6 +244,51 @@ contract Handler is ProtocolFixture {
         _attestIfNotYet(id, validator, assigned);
     }
 
+    /// A copier: a validator assigned to a check (or seated on its dispute's committee) that has not committed
+    /// waits for others' verdicts and commits the majority it sees. Every such commitment must be refused (the commit
+    /// phase closes before any verdict shows), and no verdict may show before its reveal phase.
+    function copyVotes(uint256 submissionSeed, uint256 memberSeed, bool inDispute) external {
+        if (submissions.length == 0) return;
+        uint256 id = submissions[submissionSeed % submissions.length];
+        if (inDispute) return _copyDisputeVote(id, memberSeed);
+        ITaskMarket.Submission memory sub = market.getSubmission(id);
+        if (sub.votedMask == 0) return; // nothing to copy yet
+        if (block.timestamp < _revealFrom(id)) ++ghost_verdictsBeforeReveal;
+        address[] memory assigned = lens.assignedValidators(id);
+        uint256 j = _uncommitted(sub.committedMask, assigned.length, memberSeed);
+        if (j == type(uint256).max) return;
+        bool seen = 2 * _popcount(sub.invalidMask) < _popcount(sub.votedMask); // the majority revealed so far
+        ++ghost_copyAttempts;
+        vm.prank(assigned[j]);
+        try market.commitAttestation(id, keccak256(abi.encode(id, assigned[j], seen, "copied", bytes32(0)))) {
+            ++ghost_copiedCommitments;
+        } catch {}
+    }
+
+    /// The first position from `seed` on whose holder has not committed (max when every one has).
+    function _uncommitted(uint256 committed, uint256 size, uint256 seed) internal pure returns (uint256) {
+        for (uint256 k = 0; k < size; ++k) {
+            uint256 j = (seed % size + k) % size;
+            if (committed & (1 << j) == 0) return j;
+        }
+        return type(uint256).max;
+    }
+
+    function _copyDisputeVote(uint256 id, uint256 memberSeed) internal {
+        ITaskMarket.Dispute memory d = market.getDispute(id);
+        if (d.votedMask == 0 || !d.open) return;
+        if (block.timestamp < _disputeRevealFrom(d)) ++ghost_verdictsBeforeReveal;
+        address[] memory committee = lens.disputeCommittee(id);
+        uint256 j = _uncommitted(d.committedMask, committee.length, memberSeed);
+        if (j == type(uint256).max) return;
+        bool seen = 2 * _popcount(d.validMask) > _popcount(d.votedMask);
+        ++ghost_copyAttempts;
+        vm.prank(committee[j]);
+        try market.commitDisputeVote(id, keccak256(abi.encode(id, committee[j], seen, "copied", bytes32(0)))) {
+            ++ghost_copiedCommitments;
+        } catch {}
+    }
+
     function dispute(uint256 submissionSeed, bool frivolous) external {
         for (uint256 k = 0; k < submissions.length; ++k) {
             uint256 id = submissions[(submissionSeed % submissions.length + k) % submissions.length];
@@ -271,12 +321,36 @@ contract Handler is ProtocolFixture {
         if (!d.open || block.timestamp >= d.deadline) return;
         address[] memory committee = lens.disputeCommittee(id);
         if (committee.length == 0) return;
-        uint256 j = memberSeed % committee.length;
-        // A member holding several positions votes them all at once: its first position's bit tells.
-        if (d.votedMask & (1 << _firstAt(committee, j)) != 0) return;
+        _disputeVoteInPhase(id, committee, memberSeed % committee.length);
+    }
+
+    /// The committee member at `j`'s vote in the phase the dispute is in: its commitment, or its reveal. A member
+    /// holding several positions votes them all at once: its first position's bit tells.
+    function _disputeVoteInPhase(uint256 id, address[] memory committee, uint256 j) internal {
+        ITaskMarket.Dispute memory d = market.getDispute(id);
+        uint256 bit = 1 << _firstAt(committee, j);
         bool valid = isLiar[committee[j]] ? isCheat[id] : !isCheat[id];
-        vm.prank(committee[j]);
-        market.voteDispute(id, valid, "bafy-evidence");
+        bytes32 salt = keccak256(abi.encode("dispute vote", committee[j], id));
+        if (block.timestamp < _disputeRevealFrom(d)) {
+            if (d.committedMask & bit != 0) {
+                // An eager revealer: the market must refuse a reveal in the commit phase.
+                if (d.votedMask & bit != 0) return;
+                vm.prank(committee[j]);
+                try market.voteDispute(id, valid, "bafy-evidence", salt) {
+                    ++ghost_verdictsBeforeReveal;
+                } catch {}
+                return;
+            }
+            vm.prank(committee[j]);
+            market.commitDisputeVote(id, keccak256(abi.encode(id, committee[j], valid, "bafy-evidence", salt)));
+        } else if (d.committedMask & bit != 0 && d.votedMask & bit == 0) {
+            vm.prank(committee[j]);
+            market.voteDispute(id, valid, "bafy-evidence", salt);
+        }
+    }
+
+    function _disputeRevealFrom(ITaskMarket.Dispute memory d) internal view returns (uint256) {
+        return d.deadline - market.getTask(taskId).challengeWindow / 4;
     }
 
     function resolveDispute(uint256 submissionSeed) external {
@@ -284,7 +358,7 @@ contract Handler is ProtocolFixture {
         uint256 id = submissions[submissionSeed % submissions.length];
         ITaskMarket.Dispute memory d = market.getDispute(id);
         if (!d.open) return;
-        _voteHonestly(id);
+        _voteHonestly(id, false);
         d = market.getDispute(id);
         if (block.timestamp < d.deadline) {
             uint256 size = market.getTask(taskId).validatorsPerCheck;
@@ -490,19 +564,7 @@ contract Handler is ProtocolFixture {
                 else if (block.timestamp < challengeDeadline) target = challengeDeadline;
                 else target = _max(target, lens.finalFromOf(taskId, task.currentRound));
             }
-            // Diligent validators: before time passes a live round's reveal phase, the honest ones commit and
-            // reveal (oldest round first: its deadlines come first).
-            for (uint256 r = task.currentRound; r <= task.openRound; ++r) {
-                (submitDeadline, validateDeadline,) = lens.deadlinesOf(taskId, r);
-                uint256 revealFrom = validateDeadline - task.validateWindow / 4;
-                if (target < revealFrom || block.timestamp >= validateDeadline) continue;
-                if (block.timestamp < submitDeadline) {
-                    vm.warp(submitDeadline);
-                    vm.roll(block.number + 1);
-                }
-                _fixSeed(r);
-                _attestRoundHonestly(r);
-            }
+            _diligence(task, target);
         }
         vm.warp(_max(target, block.timestamp));
         vm.roll(block.number + 1);
@@ -518,24 +580,62 @@ contract Handler is ProtocolFixture {
 
     // ------------------------------------------------------------ helpers
 
-    /// The honest validators' whole votes on the round: committed now (the commit phase), revealed at the reveal
-    /// phase's start, and time back where it was (one seat's commit and another's reveal commute: a commitment reads
-    /// nothing a reveal writes, and nothing records when a vote was revealed). Liars vote when `attest` says.
+    /// Diligent validators and committee members: before time passes a live round's or an open dispute's reveal
+    /// phase, the honest ones commit (in the commit phase) and, the clock moved on to the reveal phase, reveal. The
+    /// points are taken in time order (the earliest reveal phase first), so time only moves forward and no commit
+    /// phase is skipped.
+    function _diligence(ITaskMarket.Task memory task, uint256 target) internal {
+        bool[] memory roundDone = new bool[](uint256(task.openRound) + 1);
+        bool[] memory disputeDone = new bool[](submissions.length);
+        while (true) {
+            (uint256 best, uint256 kind, uint256 which) = (type(uint256).max, 0, 0);
+            for (uint256 r = task.currentRound; r <= task.openRound; ++r) {
+                (, uint256 validateDeadline,) = lens.deadlinesOf(taskId, r);
+                uint256 revealFrom = validateDeadline - task.validateWindow / 4;
+                if (roundDone[r] || target < revealFrom || block.timestamp >= validateDeadline) continue;
+                if (revealFrom < best) (best, kind, which) = (revealFrom, 1, r);
+            }
+            for (uint256 k = 0; k < submissions.length; ++k) {
+                ITaskMarket.Dispute memory d = market.getDispute(submissions[k]);
+                if (disputeDone[k] || !d.open || d.seed == 0 || block.timestamp >= d.deadline) continue;
+                uint256 revealFrom = _disputeRevealFrom(d);
+                if (target >= revealFrom && revealFrom < best) (best, kind, which) = (revealFrom, 2, k);
+            }
+            if (kind == 0) return;
+            if (kind == 1) {
+                roundDone[which] = true;
+                _attestRoundHonestly(which);
+            } else {
+                disputeDone[which] = true;
+                _voteHonestly(submissions[which], true);
+            }
+        }
+    }
+
+    /// The honest validators' whole votes on the round: committed in its commit phase (the clock moved to the
+    /// submission deadline and the seed fixed first, when due), then, the clock moved to its reveal phase, revealed.
     function _attestRoundHonestly(uint256 round) internal {
-        for (uint256 i = 0; i < submissions.length; ++i) {
-            uint256 id = submissions[i];
-            (, uint256 r,) = _decode(id);
-            if (r != round || !lens.isSampled(id)) continue;
-            address[] memory assigned = lens.assignedValidators(id);
-            uint256 now_ = block.timestamp;
-            for (uint256 j = 0; j < assigned.length; ++j) {
-                if (!isLiar[assigned[j]] && now_ < _revealFrom(id)) _attestIfNotYet(id, assigned[j], assigned);
+        (uint256 submitDeadline, uint256 validateDeadline,) = lens.deadlinesOf(taskId, round);
+        if (block.timestamp < submitDeadline) {
+            vm.warp(submitDeadline);
+            vm.roll(block.number + 1);
+        }
+        _fixSeed(round);
+        uint256 revealFrom = validateDeadline - market.getTask(taskId).validateWindow / 4;
+        for (uint256 pass = 0; pass < 2; ++pass) {
+            if (pass == 1 && block.timestamp < revealFrom) {
+                vm.warp(revealFrom);
+                vm.roll(block.number + 1);
             }
-            vm.warp(_max(now_, _revealFrom(id)));
-            for (uint256 j = 0; j < assigned.length; ++j) {
-                if (!isLiar[assigned[j]]) _attestIfNotYet(id, assigned[j], assigned);
+            for (uint256 i = 0; i < submissions.length; ++i) {
+                uint256 id = submissions[i];
+                (, uint256 r,) = _decode(id);
+                if (r != round || !lens.isSampled(id)) continue;
+                address[] memory assigned = lens.assignedValidators(id);
+                for (uint256 j = 0; j < assigned.length; ++j) {
+                    if (!isLiar[assigned[j]]) _attestIfNotYet(id, assigned[j], assigned);
+                }
             }
-            vm.warp(now_);
         }
     }
 
@@ -549,7 +649,15 @@ contract Handler is ProtocolFixture {
         uint256 gasBefore;
         uint256 used;
         if (block.timestamp < _revealFrom(id)) {
-            if (sub.committedMask & (1 << slot) != 0) return;
+            if (sub.committedMask & (1 << slot) != 0) {
+                // An eager revealer: the market must refuse a reveal in the commit phase.
+                if (sub.votedMask & (1 << slot) != 0) return;
+                vm.prank(validator);
+                try market.attest(id, valid, "bafy-evidence", salt) {
+                    ++ghost_verdictsBeforeReveal;
+                } catch {}
+                return;
+            }
             bytes32 commitment = keccak256(abi.encode(id, validator, valid, "bafy-evidence", salt));
             vm.prank(validator);
             gasBefore = gasleft();
@@ -573,16 +681,20 @@ contract Handler is ProtocolFixture {
         return validateDeadline - market.getTask(tid).validateWindow / 4;
     }
 
-    /// Honest committee members always vote before a dispute is resolved.
-    function _voteHonestly(uint256 id) internal {
+    /// Honest committee members vote in the phase the dispute is in; with `toReveal`, those that committed reveal
+    /// too, the clock moved on to its reveal phase.
+    function _voteHonestly(uint256 id, bool toReveal) internal {
         ITaskMarket.Dispute memory d = market.getDispute(id);
-        if (block.timestamp >= d.deadline) return;
+        if (!d.open || block.timestamp >= d.deadline || d.seed == 0) return;
         address[] memory committee = lens.disputeCommittee(id);
-        for (uint256 j = 0; j < committee.length; ++j) {
-            if (isLiar[committee[j]] || d.votedMask & (1 << _firstAt(committee, j)) != 0) continue;
-            d.votedMask |= uint16(1 << _firstAt(committee, j));
-            vm.prank(committee[j]);
-            market.voteDispute(id, !isCheat[id], "bafy-evidence");
+        for (uint256 pass = 0; pass < (toReveal ? 2 : 1); ++pass) {
+            if (pass == 1 && block.timestamp < _disputeRevealFrom(d)) {
+                vm.warp(_disputeRevealFrom(d));
+                vm.roll(block.number + 1);
+            }
+            for (uint256 j = 0; j < committee.length; ++j) {
+                if (!isLiar[committee[j]]) _disputeVoteInPhase(id, committee, j);
+            }
         }
     }
 

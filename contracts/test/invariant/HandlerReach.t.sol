@@ -101,4 +101,20 @@ contract HandlerReachTest is Test {
         }
         assertEq(handler.ghost_settles(), 1, "round 0 settled; round 1 not final yet");
     }
+
+    /// The copier reaches its attempt: in the reveal phase, with the honest validators' verdicts showing, it tries to
+    /// commit what it sees and is refused (the commit phase is over); nothing showed before the reveal phase.
+    function test_HandlerReachesACopier() public {
+        Handler handler = new Handler(5, 0);
+        handler.submit(0, 100, false, false);
+        handler.submit(1, 100, true, false);
+        handler.warp(0, true); // the submission deadline
+        handler.warp(80, false); // into the reveal phase (the validate window's last quarter): the honest revealed
+        for (uint256 i = 0; i < 8; ++i) {
+            handler.copyVotes(i, i / 2, false);
+        }
+        assertTrue(handler.ghost_copyAttempts() > 0, "the copier tried");
+        assertEq(handler.ghost_copiedCommitments(), 0, "and was refused");
+        assertEq(handler.ghost_verdictsBeforeReveal(), 0, "nothing showed early");
+    }
 }

@@ -118,6 +118,15 @@ contract TaskMarketInvariantTest is Test {
         assertEq(handler.ghost_leftWithVotesUnsettled(), 0, "a validator left with a vote unsettled");
     }
 
+    /// Votes nobody can copy: no verdict (an attestation's or a committee member's) shows before its reveal phase,
+    /// and no validator that had not committed got a commitment in once one did. Broken by: reveals open from the
+    /// commit phase's start (mutant "reveal-in-commit-phase"), or commitments taken to the validate deadline
+    /// (mutant "commit-in-reveal-phase").
+    function invariant_noVoteCopied() public view {
+        assertEq(handler.ghost_verdictsBeforeReveal(), 0, "a verdict showed before its reveal phase");
+        assertEq(handler.ghost_copiedCommitments(), 0, "a copier committed after verdicts showed");
+    }
+
     /// Property 7: the gas of the hot calls stays within the documented bounds whatever happened
     /// before (measured inside the handler, without the 21,000 intrinsic gas of a transaction; a vote is two calls,
     /// its commitment and its reveal, each bounded).
