@@ -12,7 +12,7 @@ GAS = {
     "submitWork": 79_976,
     "settle": 187_881,  # a disputed rejection; an accepted checked submission takes 175,750
     "claim": 44_635,
-    "vote": 81_826 + 50_426,  # a validator's commitment, then its reveal (`attest`)
+    "vote": 82_035 + 50_632,  # a validator's commitment, then its reveal (`attest`)
     "fixCheckSeed": 90_506 + 78_058,  # asking for the seed block, then fixing the seed
     "proposeCheckpoint": 115_023,
     "finaliseRound": 152_795,
@@ -23,7 +23,7 @@ L1_GAS = {
     "submitWork": 2_825,
     "settle": 1_600,
     "claim": 1_600,
-    "vote": 1_600 + 2_437,  # the commitment (at the 100-byte floor), then the reveal (the CID and the salt)
+    "vote": 1_600 + 2_437 + 512,  # the commitment (at the 100-byte floor); the reveal: attest's CID, + the salt (32 B)
     "fixCheckSeed": 1_600 + 5_341,  # the request, then the fix (which carries the seed block's header)
     "proposeCheckpoint": 2_048,
     "finaliseRound": 1_600,
