@@ -105,6 +105,10 @@ def test_an_audit_finds_a_lazy_validators_cheat_disputes_it_and_the_books_balanc
     assert by_id[ids["cheat-a"]]["rerun"]["failed_check"] == "rewards"
     assert by_id[ids["cheat-b"]]["rerun"]["failed_check"] == "rewards"
     assert by_id[ids["honest"]]["rerun"]["valid"] is True
+    # Commitments and reveals, as the chain's events have them: every checker committed, and revealed.
+    for name, sid in ids.items():
+        committed = [e["validator"] for e in crucible.events("TaskMarket", "AttestationCommitted", submissionId=sid)]
+        assert by_id[sid]["committed"] == committed and by_id[sid]["unrevealed"] == [], name
     kinds = {name: sorted(f["kind"] for f in by_id[ids[name]]["findings"]) for name in ids}
     # Broken version: make Auditor._judge skip accepted submissions → no finding, this fails. (The lazy
     # validator's evidence records no check at all: flagged on every submission it "checked".)

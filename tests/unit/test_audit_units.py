@@ -118,3 +118,15 @@ def test_decoded_event_values_become_json() -> None:
         "params": {"bounty": 10, "rounds": 2},
         "list": ["0xff"],
     }
+
+
+def test_a_commitment_not_revealed_is_shown_beside_the_votes() -> None:
+    """The auditor lists who committed a hidden vote and whose commitment is not revealed (a reveal withheld past
+    the validate deadline is slashed like a wrong vote). Broken version: count a dispute vote as the reveal →
+    0xV2, whose only vote is a committee vote, drops out of `unrevealed`."""
+    audit = submission(sampled=True, rejected=False, votes=[True], rerun=VALID)
+    audit.committed = ["0xV0", "0xV1", "0xV2"]
+    audit.votes.append(Vote("0xV2", True, "e", "dispute"))
+    assert audit.unrevealed == ["0xV1", "0xV2"]
+    shown = audit.as_json()
+    assert shown["committed"] == ["0xV0", "0xV1", "0xV2"] and shown["unrevealed"] == ["0xV1", "0xV2"]
