@@ -622,18 +622,24 @@ contract Handler is ProtocolFixture {
         }
         _fixSeed(round);
         uint256 revealFrom = validateDeadline - market.getTask(taskId).validateWindow / 4;
+        // The round's sampled submissions and their assigned validators, drawn once for both passes.
+        uint256[] memory ids = new uint256[](submissions.length);
+        address[][] memory holders = new address[][](submissions.length);
+        uint256 count;
+        for (uint256 i = 0; i < submissions.length; ++i) {
+            (, uint256 r,) = _decode(submissions[i]);
+            if (r != round || !lens.isSampled(submissions[i])) continue;
+            ids[count] = submissions[i];
+            holders[count++] = lens.assignedValidators(submissions[i]);
+        }
         for (uint256 pass = 0; pass < 2; ++pass) {
             if (pass == 1 && block.timestamp < revealFrom) {
                 vm.warp(revealFrom);
                 vm.roll(block.number + 1);
             }
-            for (uint256 i = 0; i < submissions.length; ++i) {
-                uint256 id = submissions[i];
-                (, uint256 r,) = _decode(id);
-                if (r != round || !lens.isSampled(id)) continue;
-                address[] memory assigned = lens.assignedValidators(id);
-                for (uint256 j = 0; j < assigned.length; ++j) {
-                    if (!isLiar[assigned[j]]) _attestIfNotYet(id, assigned[j], assigned);
+            for (uint256 i = 0; i < count; ++i) {
+                for (uint256 j = 0; j < holders[i].length; ++j) {
+                    if (!isLiar[holders[i][j]]) _attestIfNotYet(ids[i], holders[i][j], holders[i]);
                 }
             }
         }
