@@ -322,20 +322,9 @@ def vote_all(
     commitment now (the commit phase), the devnet's clock moved to the round's reveal phase, then every reveal.
     Returns the commitments' receipts and the reveals'. The salts are derived from the submission and the voter: a
     devnet's votes, not a secret."""
-    from eth_utils import keccak
-
-    salts = [keccak(text=f"devnet vote {sid} {signer.address}") for sid, signer, _, _ in ballots]
-    commits = [
-        crucible.commit_attestation(signer, sid, valid, evidence, salt)
-        for (sid, signer, valid, evidence), salt in zip(ballots, salts, strict=True)
-    ]
-    for task_round in sorted({(sid >> 192, (sid >> 160) & 0xFFFFFFFF) for sid, _, _, _ in ballots}):
-        warp_to(crucible.chain, crucible.deadlines(*task_round).votes_revealed_from)
-    reveals = [
-        crucible.attest(signer, sid, valid, evidence, salt)
-        for (sid, signer, valid, evidence), salt in zip(ballots, salts, strict=True)
-    ]
-    return commits, reveals
+    rounds = sorted({(sid >> 192, (sid >> 160) & 0xFFFFFFFF) for sid, _, _, _ in ballots})
+    reveal_from = max(crucible.deadlines(*task_round).votes_revealed_from for task_round in rounds)
+    return _commit_then_reveal(crucible, ballots, "vote", crucible.commit_attestation, reveal_from, crucible.attest)
 
 
 def vote_dispute_all(
@@ -343,19 +332,36 @@ def vote_dispute_all(
 ) -> tuple[list[TxReceipt], list[TxReceipt]]:
     """Each ballot's (member, verdict, evidence CID) whole vote on the dispute on `submission`, as `vote_all` does
     attestations: every commitment now, the devnet's clock moved to the dispute's reveal phase, every reveal."""
+    return _commit_then_reveal(
+        crucible,
+        [(submission, signer, valid, evidence) for signer, valid, evidence in ballots],
+        "dispute vote",
+        crucible.commit_dispute_vote,
+        crucible.dispute_votes_revealed_from(submission),
+        crucible.vote_dispute,
+    )
+
+
+def _commit_then_reveal(
+    crucible: Crucible,
+    ballots: list[tuple[int, Signer, bool, str]],
+    kind: str,
+    commit: Callable[[Signer, int, bool, str, bytes], TxReceipt],
+    reveal_from: int,
+    reveal: Callable[[Signer, int, bool, str, bytes], TxReceipt],
+) -> tuple[list[TxReceipt], list[TxReceipt]]:
+    """Every ballot's commitment (`commit`), the clock moved to `reveal_from`, every reveal (`reveal`); the salts
+    derived from the `kind` of vote, the submission and the voter."""
     from eth_utils import keccak
 
-    salts = [keccak(text=f"devnet dispute vote {submission} {signer.address}") for signer, _, _ in ballots]
-    commits = [
-        crucible.commit_dispute_vote(signer, submission, valid, evidence, salt)
-        for (signer, valid, evidence), salt in zip(ballots, salts, strict=True)
+    salts = [keccak(text=f"devnet {kind} {sid} {signer.address}") for sid, signer, _, _ in ballots]
+    votes = [
+        (signer, sid, valid, evidence, salt)
+        for (sid, signer, valid, evidence), salt in zip(ballots, salts, strict=True)
     ]
-    warp_to(crucible.chain, crucible.dispute_votes_revealed_from(submission))
-    reveals = [
-        crucible.vote_dispute(signer, submission, valid, evidence, salt)
-        for (signer, valid, evidence), salt in zip(ballots, salts, strict=True)
-    ]
-    return commits, reveals
+    commits = [commit(*vote) for vote in votes]
+    warp_to(crucible.chain, reveal_from)
+    return commits, [reveal(*vote) for vote in votes]
 
 
 def finish_dispute_seed(crucible: Crucible, signer: Signer, submission: int) -> TxReceipt:

@@ -126,8 +126,7 @@ library Disputes {
         if (bits == 0) revert ITaskMarket.MarketNotAssigned(submissionId, msg.sender);
         if (d.committedMask & bits != 0) revert ITaskMarket.MarketAlreadyVoted(submissionId, msg.sender);
         d.committedMask |= uint16(bits);
-        // The position bits ride in the commitment's low 16 bits, as an attestation's do ({Votes-commit}).
-        commitments[msg.sender] = (commitment & ~bytes32(uint256(type(uint16).max))) | bytes32(bits);
+        Votes.store(commitments, commitment, bits);
         emit ITaskMarket.DisputeVoteCommitted(submissionId, msg.sender, commitment);
     }
 

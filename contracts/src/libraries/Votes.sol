@@ -33,8 +33,7 @@ library Votes {
         uint256 held = Draws.popcount(bits);
         seat.pendingVotes += uint24(held);
         rd.attestCount += uint32(held);
-        // The position bits ride in the commitment's low 16 bits, so the reveal need not draw them again.
-        commitments[msg.sender] = (commitment & ~bytes32(uint256(type(uint16).max))) | bytes32(bits);
+        store(commitments, commitment, bits);
         emit ITaskMarket.AttestationCommitted(submissionId, msg.sender, commitment);
     }
 
@@ -63,6 +62,12 @@ library Votes {
                 emit ITaskMarket.SubmissionRejected(submissionId);
             }
         }
+    }
+
+    /// @dev Stores the caller's `commitment` in `commitments` with the position `bits` it covers in its low 16 bits,
+    ///      so that the reveal ({open}) need not draw them again.
+    function store(mapping(address => bytes32) storage commitments, bytes32 commitment, uint256 bits) internal {
+        commitments[msg.sender] = (commitment & ~bytes32(uint256(type(uint16).max))) | bytes32(bits);
     }
 
     /// @dev Opens the caller's commitment in `commitments` with its verdict, evidence CID and salt, clears it, and
